@@ -1,0 +1,131 @@
+# liberdma_shim — plain GNU make.
+#   make            build liberdma_shim.so (+ test programs, benches)
+#   make deps       install the Debian packages the build and tests need
+#   make test       the whole suite: unit, host (passthrough), RDMA (soft-RoCE VM)
+#   make test SANITIZE=1   the same under ASan+UBSan
+#   make demo       before/after numbers (see README)
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+DESTDIR ?=
+
+CC ?= cc
+# Warnings are errors in CI (CI=true there) and whenever WERROR=1.
+WERROR ?= $(if $(filter true 1,$(CI)),1,0)
+SANITIZE ?= 0
+
+WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+BASE_CFLAGS := -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -DSHIM_VERSION=\"$(VERSION)\"
+SAN_FLAGS :=
+ifeq ($(SANITIZE),1)
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+CFLAGS ?=
+LIB_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) -fPIC -fvisibility=hidden -Ipreload -Irsocket_glue $(CFLAGS)
+LIB_LDFLAGS := -shared -Wl,--version-script=preload/liberdma_shim.map -Wl,-z,defs \
+	-Wl,-z,now -Wl,-soname,liberdma_shim.so $(SAN_FLAGS)
+LIB_LIBS := -lrdmacm -libverbs -ldl -lpthread
+
+B := build
+LIB := liberdma_shim.so
+PRELOAD_SRC := $(wildcard preload/*.c)
+GLUE_SRC := $(wildcard rsocket_glue/*.c)
+LIB_OBJ := $(patsubst %.c,$(B)/%.o,$(PRELOAD_SRC) $(GLUE_SRC))
+
+PROG_SRC := $(wildcard tests/progs/*.c)
+PROGS := $(patsubst tests/progs/%.c,$(B)/tests/progs/%,$(PROG_SRC))
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNITS := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
+BENCH_SRC := $(wildcard bench/*.c)
+BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
+
+.PHONY: all deps test check check-unit check-host check-rdma demo install clean format format-check
+
+all: $(LIB) $(PROGS) $(UNITS) $(BENCHES)
+
+# Rebuild everything when the flags change (SANITIZE=1 vs not).
+FLAGS_STAMP := $(B)/flags.$(shell echo '$(LIB_CFLAGS) $(TOOL_CFLAGS)' | md5sum | cut -c1-12)
+$(FLAGS_STAMP):
+	@mkdir -p $(B) && rm -f $(B)/flags.* && touch $@
+
+$(B)/%.o: %.c $(wildcard preload/*.h rsocket_glue/*.h) Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -c -o $@ $<
+
+$(LIB): $(LIB_OBJ) preload/liberdma_shim.map
+	$(CC) -o $@ $(LIB_OBJ) $(LIB_LDFLAGS) $(LIB_LIBS)
+
+# Test programs: plain socket programs (they must not know about the shim),
+# plus a few that use rsockets directly to validate the test bed.
+$(B)/tests/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h) Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -o $@ $< -lrdmacm -libverbs -lpthread
+
+# Unit tests link the pure parts of the library directly.
+$(B)/tests/unit/test_%: tests/unit/test_%.c $(PRELOAD_SRC) $(wildcard preload/*.h) Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Ipreload -o $@ $< $(addprefix preload/,$(UNIT_DEPS_$*)) -lcmocka -lpthread
+
+UNIT_DEPS_config := config.c
+UNIT_DEPS_fdtable := fdtable.c
+
+$(B)/bench/%: bench/%.c Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -o $@ $< -lrdmacm -lpthread -lm
+
+# Debian packages: build, unit tests, host integration tests, the soft-RoCE
+# test bed (qemu + Debian's stock kernel with rdma_rxe) and the benches.
+DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev \
+	rdma-core rdmacm-utils ibverbs-utils ibverbs-providers libcmocka-dev \
+	libgrpc-dev protobuf-compiler-grpc python3-grpcio iperf3 curl \
+	qemu-system-x86 busybox-static linux-image-amd64 iproute2 kmod cpio \
+	xz-utils valgrind procps
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+deps:
+	@missing=$$(dpkg-query -W -f='$${Package} $${Status}\n' $(DEPS) 2>/dev/null \
+		| awk '$$NF!="installed"{print $$1}'; \
+		for p in $(DEPS); do dpkg-query -W $$p >/dev/null 2>&1 || echo $$p; done); \
+	missing=$$(echo $$missing | tr ' ' '\n' | sort -u | tr '\n' ' '); \
+	if [ -n "$${missing// /}" ]; then \
+		echo "make deps: installing $$missing"; \
+		$(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
+	else echo "make deps: all packages present"; fi
+
+# The whole suite; prints one PASS/FAIL line per test and "N passed, N failed".
+test: deps
+	$(MAKE) all
+	SANITIZE=$(SANITIZE) tests/run-all
+
+check: test
+
+check-unit: all
+	tests/lib/runner.sh --suite unit $(UNITS)
+
+check-host: all
+	SANITIZE=$(SANITIZE) tests/lib/runner.sh --suite host --timeout 180 tests/host/*.sh
+
+check-rdma: all
+	SANITIZE=$(SANITIZE) tests/vm/check-rdma
+
+demo: deps
+	$(MAKE) all
+	bench/demo
+
+install: $(LIB)
+	install -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(LIB)
+
+clean:
+	rm -rf $(B) $(LIB)
+
+format:
+	clang-format -i preload/*.[ch] rsocket_glue/*.[ch] tests/progs/*.[ch] tests/unit/*.c bench/*.c
+
+format-check:
+	clang-format --dry-run --Werror preload/*.[ch] rsocket_glue/*.[ch]

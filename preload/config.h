@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ERDMA_SHIM_* configuration: parsed once at init, immutable afterwards.
+ * The parser is pure (no globals, no I/O) so unit tests and the fuzzer can
+ * drive it with any environment.
+ */
+#ifndef SHIM_CONFIG_H
+#define SHIM_CONFIG_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum shim_mode { SHIM_MODE_AUTO, SHIM_MODE_OFF, SHIM_MODE_REQUIRE };
+enum shim_level { SHIM_LOG_ERROR, SHIM_LOG_WARN, SHIM_LOG_INFO, SHIM_LOG_DEBUG };
+
+#define SHIM_MAX_RULES 32
+#define SHIM_PATH_MAX 256
+
+/* One ALLOW/DENY rule: address prefix (family 0 = any) and port range. */
+struct shim_rule {
+	int family; /* 0, AF_INET or AF_INET6 */
+	uint8_t addr[16];
+	unsigned int prefix;
+	uint16_t port_lo, port_hi;
+};
+
+struct shim_config {
+	int mode;
+	int log_level;
+	char log_file[SHIM_PATH_MAX];
+	struct shim_rule allow[SHIM_MAX_RULES];
+	unsigned int n_allow;
+	bool allow_set; /* ERDMA_SHIM_ALLOW given: replaces the default */
+	struct shim_rule deny[SHIM_MAX_RULES];
+	unsigned int n_deny;
+	unsigned int port_offset;
+	unsigned int connect_timeout_ms;
+	unsigned int negcache_ttl_s;
+	unsigned int sndbuf, rcvbuf; /* bytes, 0 = rsocket default */
+	unsigned int sq_size, rq_size, inline_size; /* 0 = rsocket default */
+	unsigned int poll_us;
+	bool stats;
+	bool invalid; /* a value was rejected: the process runs in passthrough */
+	bool env_ignored; /* setuid/setgid: the environment is not trusted */
+};
+
+void shim_config_defaults(struct shim_config *c);
+
+/*
+ * Parse every ERDMA_SHIM* entry of envp (NULL-terminated "NAME=value").
+ * Each rejected value or unknown name is reported as one line through
+ * report(msg, invalid, arg); invalid is false for a mere unknown name.  A rejected value sets c->invalid and mode=off.
+ * Returns the number of problems found.
+ */
+typedef void (*shim_report_fn)(const char *msg, bool invalid, void *arg);
+int shim_config_parse(struct shim_config *c, char *const *envp,
+		      shim_report_fn report, void *arg);
+
+/* Does a destination (address in network order, port in host order) pass
+ * the ALLOW/DENY rules?  v4-mapped IPv6 addresses match as IPv4. */
+bool shim_config_allows(const struct shim_config *c, int family,
+			const void *addr, uint16_t port);
+
+/* Name of a mode/level, for the banner and the CLI. */
+extern struct shim_config shim_cfg; /* init.c: the process's settings */
+
+const char *shim_mode_name(int mode);
+const char *shim_level_name(int level);
+
+/* Render non-default settings as "NAME=value NAME=value" (for the banner). */
+size_t shim_config_describe(const struct shim_config *c, char *buf, size_t len);
+
+#endif

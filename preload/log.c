@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+#include "log.h"
+#include "shim.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int shim_log_level = SHIM_LOG_WARN;
+
+/*
+ * Where the log goes: fd 2 by default (and only while the program has not
+ * closed it), or a file we opened ourselves with O_CLOEXEC.  A program that
+ * closes our file (closefrom after fork, say) just turns that log off.
+ */
+static int log_fd = 2;
+static bool log_enabled = true;
+static char log_path[SHIM_PATH_MAX];
+
+static void expand_path(const char *tmpl, char *out, size_t len)
+{
+	size_t o = 0;
+
+	for (const char *p = tmpl; *p && o + 1 < len; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			int n = snprintf(out + o, len - o, "%d", (int)getpid());
+
+			if (n < 0 || (size_t)n >= len - o)
+				break;
+			o += (size_t)n;
+			p++;
+		} else {
+			out[o++] = *p;
+		}
+	}
+	out[o] = '\0';
+}
+
+void shim_log_open(const struct shim_config *c)
+{
+	shim_log_level = c->log_level;
+	if (!c->log_file[0])
+		return;
+	expand_path(c->log_file, log_path, sizeof(log_path));
+	log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (log_fd < 0) {
+		log_fd = 2;
+		shim_log_write(SHIM_LOG_WARN,
+			       "ERDMA_SHIM_LOG_FILE: cannot open '%s' (%s); logging to stderr",
+			       log_path, strerror(errno));
+	}
+}
+
+void shim_log_fd_changed(int fd, bool closed)
+{
+	if (fd != log_fd)
+		return;
+	if (fd == 2 && !closed)
+		log_enabled = true; /* the program's new stderr: fair game */
+	else
+		log_enabled = false;
+}
+
+void shim_log_write(int level, const char *fmt, ...)
+{
+	static const char *const tag[] = { "error", "warn", "info", "debug" };
+	char buf[1024];
+	int saved = errno, n, m;
+	va_list ap;
+
+	if (!log_enabled || log_fd < 0)
+		return;
+	n = snprintf(buf, sizeof(buf), "liberdma_shim[%d] %s: ", (int)getpid(),
+		     tag[level & 3]);
+	va_start(ap, fmt);
+	m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	n += m;
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	/* The real write: logging must never recurse into the shim. */
+	if (REAL(write))
+		(void)REAL(write)(log_fd, buf, (size_t)n);
+	errno = saved;
+}

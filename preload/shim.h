@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal interface of the preload layer.  Every internal symbol carries
+ * the shim_ prefix and hidden visibility (the build adds
+ * -fvisibility=hidden); only the libc names listed in syms.h are exported.
+ */
+#ifndef SHIM_H
+#define SHIM_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "syms.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define SHIM_EXPORT __attribute__((visibility("default")))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* glibc's fortify entry points; declared here because <unistd.h> only
+ * declares them when the including file is itself built with fortify. */
+ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n, size_t buflen,
+		       int flags, __SOCKADDR_ARG addr,
+		       socklen_t *__restrict addr_len);
+int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+		const sigset_t *ss, size_t fdslen);
+void __chk_fail(void) __attribute__((noreturn));
+
+/* ---- init.c: the table of real libc functions ---- */
+#define SHIM_DECLARE_REAL(f) extern __typeof__(f) *shim_real_##f;
+SHIM_SYMS(SHIM_DECLARE_REAL)
+#undef SHIM_DECLARE_REAL
+#define REAL(f) (shim_real_##f)
+
+/* 0 = not started, 1 = running, 2 = done.  Read on the slow paths only: the
+ * fd fast path folds the init check into the fd table's bounds check (the
+ * table has capacity 0 until init has run). */
+extern int shim_init_state;
+void shim_init_slow(void);
+static inline void shim_ensure_init(void)
+{
+	if (unlikely(__atomic_load_n(&shim_init_state, __ATOMIC_ACQUIRE) != 2))
+		shim_init_slow();
+}
+
+/*
+ * Calls that librdmacm/libibverbs make while we are inside them (rpoll's
+ * poll(), rclose's close(), ...) must reach libc untouched.  Every call into
+ * rsocket_glue brackets itself with shim_enter_lib()/shim_leave_lib().
+ */
+extern __thread int shim_lib_depth;
+static inline void shim_enter_lib(void) { shim_lib_depth++; }
+static inline void shim_leave_lib(void) { shim_lib_depth--; }
+static inline bool shim_in_lib(void) { return shim_lib_depth != 0; }
+
+/* Set errno from an internal -errno result; return -1 or the value. */
+static inline long shim_ret(long r)
+{
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+#endif

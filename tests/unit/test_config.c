@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of the ERDMA_SHIM_* parser (preload/config.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+
+struct shim_config shim_cfg;
+
+static char last_msg[512];
+static int n_msgs, n_invalid;
+
+static void report(const char *msg, bool invalid, void *arg)
+{
+	(void)arg;
+	snprintf(last_msg, sizeof(last_msg), "%s", msg);
+	n_msgs++;
+	n_invalid += invalid;
+}
+
+static int parse1(struct shim_config *c, const char *entry)
+{
+	char *env[] = { (char *)entry, NULL };
+
+	shim_config_defaults(c);
+	n_msgs = n_invalid = 0;
+	last_msg[0] = '\0';
+	return shim_config_parse(c, env, report, NULL);
+}
+
+static void test_defaults(void **st)
+{
+	struct shim_config c;
+
+	(void)st;
+	assert_int_equal(parse1(&c, "PATH=/bin"), 0);
+	assert_int_equal(c.mode, SHIM_MODE_AUTO);
+	assert_int_equal(c.log_level, SHIM_LOG_WARN);
+	assert_int_equal(c.port_offset, 0);
+	assert_int_equal(c.connect_timeout_ms, 1000);
+	assert_false(c.invalid);
+	assert_int_equal(n_msgs, 0);
+}
+
+static void test_modes_and_levels(void **st)
+{
+	struct shim_config c;
+
+	(void)st;
+	assert_int_equal(parse1(&c, "ERDMA_SHIM=require"), 0);
+	assert_int_equal(c.mode, SHIM_MODE_REQUIRE);
+	assert_int_equal(parse1(&c, "ERDMA_SHIM=off"), 0);
+	assert_int_equal(c.mode, SHIM_MODE_OFF);
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_LOG=debug"), 0);
+	assert_int_equal(c.log_level, SHIM_LOG_DEBUG);
+	/* case matters, as it does for every other variable */
+	assert_int_equal(parse1(&c, "ERDMA_SHIM=Auto"), 1);
+	assert_true(c.invalid);
+}
+
+static void test_invalid_is_one_clear_line(void **st)
+{
+	struct shim_config c;
+
+	(void)st;
+	assert_int_equal(parse1(&c, "ERDMA_SHIM=bogus"), 1);
+	assert_int_equal(n_msgs, 1);
+	assert_int_equal(n_invalid, 1);
+	assert_non_null(strstr(last_msg, "ERDMA_SHIM='bogus'"));
+	assert_null(strchr(last_msg, '\n'));
+	assert_int_equal(c.mode, SHIM_MODE_OFF); /* passthrough */
+
+	/* a huge value is shown truncated, still on one line */
+	char big[4096] = "ERDMA_SHIM_PORT_OFFSET=";
+	memset(big + strlen(big), '9', 3000);
+	assert_int_equal(parse1(&c, big), 1);
+	assert_true(strlen(last_msg) < 300);
+	assert_non_null(strstr(last_msg, "ERDMA_SHIM_PORT_OFFSET="));
+}
+
+static void test_unknown_name_warns_only(void **st)
+{
+	struct shim_config c;
+
+	(void)st;
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_PORTOFFSET=1"), 1);
+	assert_int_equal(n_invalid, 0);
+	assert_false(c.invalid);
+	assert_int_equal(c.mode, SHIM_MODE_AUTO);
+	assert_non_null(strstr(last_msg, "ERDMA_SHIM_PORTOFFSET"));
+}
+
+static void test_numbers(void **st)
+{
+	struct shim_config c;
+
+	(void)st;
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_PORT_OFFSET=65535"), 0);
+	assert_int_equal(c.port_offset, 65535);
+	static const char *bad[] = {
+		"ERDMA_SHIM_PORT_OFFSET=65536", "ERDMA_SHIM_PORT_OFFSET=-1",
+		"ERDMA_SHIM_PORT_OFFSET=+1", "ERDMA_SHIM_PORT_OFFSET= 1",
+		"ERDMA_SHIM_PORT_OFFSET=1 ", "ERDMA_SHIM_PORT_OFFSET=",
+		"ERDMA_SHIM_PORT_OFFSET=0x10",
+		"ERDMA_SHIM_PORT_OFFSET=99999999999999999999999",
+		"ERDMA_SHIM_CONNECT_TIMEOUT_MS=0",
+		"ERDMA_SHIM_CONNECT_TIMEOUT_MS=600001",
+		"ERDMA_SHIM_SNDBUF=12Q", "ERDMA_SHIM_SNDBUF=100",
+		"ERDMA_SHIM_SNDBUF=2G", "ERDMA_SHIM_SNDBUF=17179869184K",
+		"ERDMA_SHIM_STATS=yes", "ERDMA_SHIM_INLINE=4097",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(parse1(&c, bad[i]), 1);
+		assert_true(c.invalid);
+	}
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_SNDBUF=256K"), 0);
+	assert_int_equal(c.sndbuf, 256 * 1024);
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_RCVBUF=1G"), 0);
+	assert_int_equal(c.rcvbuf, 1u << 30);
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_SNDBUF=0"), 0);
+	assert_int_equal(c.sndbuf, 0);
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_STATS=1"), 0);
+	assert_true(c.stats);
+}
+
+static void test_log_file(void **st)
+{
+	struct shim_config c;
+	char big[400] = "ERDMA_SHIM_LOG_FILE=/";
+
+	(void)st;
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_LOG_FILE=/tmp/s.%p.log"), 0);
+	assert_string_equal(c.log_file, "/tmp/s.%p.log");
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_LOG_FILE="), 1);
+	memset(big + strlen(big), 'a', 300);
+	assert_int_equal(parse1(&c, big), 1);
+}
+
+static bool allows(const struct shim_config *c, const char *ip, int port)
+{
+	uint8_t a[16];
+
+	if (inet_pton(AF_INET, ip, a) == 1)
+		return shim_config_allows(c, AF_INET, a, (uint16_t)port);
+	assert_int_equal(inet_pton(AF_INET6, ip, a), 1);
+	return shim_config_allows(c, AF_INET6, a, (uint16_t)port);
+}
+
+static void test_default_rules(void **st)
+{
+	struct shim_config c;
+
+	(void)st;
+	parse1(&c, "X=1");
+	assert_true(allows(&c, "192.168.77.1", 80));
+	assert_true(allows(&c, "fd00::1", 80));
+	assert_false(allows(&c, "127.0.0.1", 80));
+	assert_false(allows(&c, "127.3.2.1", 80));
+	assert_false(allows(&c, "::1", 80));
+	assert_false(allows(&c, "::ffff:127.0.0.1", 80));
+	assert_true(allows(&c, "::ffff:10.1.2.3", 80));
+}
+
+static void test_allow_deny(void **st)
+{
+	struct shim_config c;
+	char *env[] = { "ERDMA_SHIM_ALLOW=10.0.0.0/8:5000-6000,[fd00::]/16,*:7000",
+			"ERDMA_SHIM_DENY=10.9.0.0/16,10.1.1.1:5500", NULL };
+
+	(void)st;
+	shim_config_defaults(&c);
+	assert_int_equal(shim_config_parse(&c, env, report, NULL), 0);
+	assert_int_equal(c.n_allow, 3);
+	assert_int_equal(c.n_deny, 2);
+	assert_true(allows(&c, "10.2.3.4", 5000));
+	assert_true(allows(&c, "10.2.3.4", 6000));
+	assert_false(allows(&c, "10.2.3.4", 6001));
+	assert_false(allows(&c, "11.2.3.4", 5000));
+	assert_true(allows(&c, "::ffff:10.2.3.4", 5001)); /* v4-mapped */
+	assert_false(allows(&c, "10.9.3.4", 5001));	    /* deny wins */
+	assert_false(allows(&c, "10.1.1.1", 5500));
+	assert_true(allows(&c, "10.1.1.1", 5501));
+	assert_true(allows(&c, "fd00:1::5", 1));
+	assert_false(allows(&c, "fd01::5", 1));
+	assert_true(allows(&c, "8.8.8.8", 7000));  /* '*' with a port */
+	assert_true(allows(&c, "127.0.0.1", 7000)); /* explicit allow */
+
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_ALLOW=[::1]:443"), 0);
+	assert_true(allows(&c, "::1", 443));
+	assert_false(allows(&c, "::1", 444));
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_ALLOW=fe80::1"), 0);
+	assert_true(allows(&c, "fe80::1", 9));
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_DENY=10.0.0.0/9"), 0);
+	assert_false(allows(&c, "10.127.0.1", 1));
+	assert_true(allows(&c, "10.128.0.1", 1));
+}
+
+static void test_bad_rules(void **st)
+{
+	struct shim_config c;
+	static const char *bad[] = {
+		"ERDMA_SHIM_ALLOW=10.0.0.0/33", "ERDMA_SHIM_ALLOW=10.0.0.0/",
+		"ERDMA_SHIM_ALLOW=300.1.1.1", "ERDMA_SHIM_ALLOW=10.0.0.1:70000",
+		"ERDMA_SHIM_ALLOW=10.0.0.1:90-80", "ERDMA_SHIM_ALLOW=",
+		"ERDMA_SHIM_ALLOW=,", "ERDMA_SHIM_DENY=[::1", "ERDMA_SHIM_DENY=[::1]x",
+		"ERDMA_SHIM_DENY=*/8", "ERDMA_SHIM_DENY=::/129",
+		"ERDMA_SHIM_DENY=host.example:80", "ERDMA_SHIM_DENY=1.2.3.4:",
+	};
+
+	(void)st;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(parse1(&c, bad[i]), 1);
+		assert_true(c.invalid);
+		assert_int_equal(c.mode, SHIM_MODE_OFF);
+	}
+	/* 33 rules is one too many */
+	char many[2048] = "ERDMA_SHIM_DENY=";
+	for (int i = 0; i < 33; i++)
+		strcat(many, "1.1.1.1,");
+	assert_int_equal(parse1(&c, many), 1);
+}
+
+static void test_describe(void **st)
+{
+	struct shim_config c;
+	char *env[] = { "ERDMA_SHIM=require", "ERDMA_SHIM_PORT_OFFSET=7",
+			"ERDMA_SHIM_DENY=1.1.1.1", NULL };
+	char buf[256];
+
+	(void)st;
+	shim_config_defaults(&c);
+	shim_config_describe(&c, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+	shim_config_parse(&c, env, report, NULL);
+	shim_config_describe(&c, buf, sizeof(buf));
+	assert_string_equal(buf, "ERDMA_SHIM=require ERDMA_SHIM_DENY=1 rule(s) "
+				 "ERDMA_SHIM_PORT_OFFSET=7");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_modes_and_levels),
+		cmocka_unit_test(test_invalid_is_one_clear_line),
+		cmocka_unit_test(test_unknown_name_warns_only),
+		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_log_file),
+		cmocka_unit_test(test_default_rules),
+		cmocka_unit_test(test_allow_deny),
+		cmocka_unit_test(test_bad_rules),
+		cmocka_unit_test(test_describe),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
