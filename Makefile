@@ -20,13 +20,13 @@ WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter
 ifeq ($(WERROR),1)
 WARN += -Werror
 endif
-BASE_CFLAGS := -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -DSHIM_VERSION=\"$(VERSION)\"
+BASE_CFLAGS := -std=gnu11 -O2 -g $(WARN) -DSHIM_VERSION=\"$(VERSION)\"
 SAN_FLAGS :=
 ifeq ($(SANITIZE),1)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 CFLAGS ?=
-LIB_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) -fPIC -fvisibility=hidden -Ipreload -Irsocket_glue $(CFLAGS)
+LIB_CFLAGS := $(BASE_CFLAGS) -D_GNU_SOURCE $(SAN_FLAGS) -fPIC -fvisibility=hidden -Ipreload -Irsocket_glue $(CFLAGS)
 LIB_LDFLAGS := -shared -Wl,--version-script=preload/liberdma_shim.map -Wl,-z,defs \
 	-Wl,-z,now -Wl,-soname,liberdma_shim.so $(SAN_FLAGS)
 LIB_LIBS := -lrdmacm -libverbs -ldl -lpthread

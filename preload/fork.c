@@ -1,12 +1,46 @@
 /* SPDX-License-Identifier: MIT */
-/* fork and vfork. */
+/*
+ * fork and vfork.
+ *
+ * A QP can't cross fork: the child shares the parent's rsockets' memory
+ * registrations and connection state, and an rclose (or rshutdown) there
+ * would disconnect the parent.  So in the child every inherited rsocket is
+ * disowned without a call into librdmacm: its fd becomes the unconnected
+ * kernel socket it always was underneath, and using it gets the kernel's
+ * clean error (ENOTCONN/EPIPE) — never a crash, never a hang, and the
+ * parent's connection is untouched.
+ */
 #include "shim.h"
+#include "log.h"
 #include "sock.h"
+
+static void disown_inherited(void)
+{
+	unsigned int span = shim_fdtable_span();
+
+	for (unsigned int fd = 0; fd < span; fd++) {
+		struct shim_sock *s = shim_fd_get((int)fd);
+
+		if (!s || (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN))
+			continue;
+		/* The same sock may sit on several fds (dup): once is enough. */
+		if (s->rs >= 0) {
+			s->rs = -1;
+			__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
+		}
+		s->kind = SHIM_SK_DEAD;
+	}
+}
 
 SHIM_EXPORT pid_t fork(void)
 {
+	pid_t pid;
+
 	shim_ensure_init();
-	return REAL(fork)();
+	pid = REAL(fork)();
+	if (pid == 0 && __atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED))
+		disown_inherited();
+	return pid;
 }
 
 /*

@@ -22,6 +22,7 @@ SHIM_SYMS(SHIM_DEFINE_REAL)
 
 int shim_init_state;
 __thread int shim_lib_depth;
+__thread int *shim_pair_capture;
 struct shim_config shim_cfg;
 struct shim_sock shim_internal_sock = { .kind = SHIM_SK_INTERNAL };
 

@@ -1,59 +1,303 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Data path wrappers.  On a kernel fd each is one fd-table load and a call
- * through the real-function pointer.
+ * through the real-function pointer.  On an RDMA fd, everything funnels into
+ * one receive core and one send core over iovecs, so every entry point
+ * (read, recvmsg, writev, sendfile...) shares the same TCP semantics.
+ *
+ * The rsocket itself is always non-blocking: blocking, SO_RCVTIMEO and
+ * SO_SNDTIMEO are implemented here with shim_rdma_wait() (rsockets v44 can
+ * only wait safely with rpoll timeouts of 0 or -1).
  */
 #include "shim.h"
+#include "glue.h"
+#include "io_int.h"
 #include "sock.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tv_ms(const struct timeval *tv)
+{
+	long long ms;
+
+	if (!tv->tv_sec && !tv->tv_usec)
+		return -1;
+	ms = (long long)tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/* Wait until rs has ev or the socket timeout expires (-EAGAIN, as the
+ * kernel reports an expired SO_RCVTIMEO/SO_SNDTIMEO). */
+static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo)
+{
+	struct pollfd p = { .fd = s->rs, .events = ev };
+	int r = sg_wait(&p, 1, tv_ms(tmo));
+
+	if (r == 0)
+		return -EAGAIN;
+	return r < 0 ? r : 0;
+}
+
+ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
+			int flags)
+{
+	bool dontwait = s->nonblock || (flags & MSG_DONTWAIT);
+	int rflags = MSG_DONTWAIT | (flags & MSG_PEEK);
+	size_t got = 0, want = 0;
+	int i = 0;
+	size_t off = 0;
+
+	if (flags & MSG_OOB)
+		return -EINVAL; /* no urgent data on this connection */
+	if (flags & MSG_ERRQUEUE)
+		return -EAGAIN; /* nothing is ever queued there */
+	if (cnt < 0 || cnt > IOV_MAX)
+		return -EINVAL;
+	for (int k = 0; k < cnt; k++)
+		want += iov[k].iov_len;
+	if (!want)
+		return 0;
+	if (s->rd_shut)
+		return 0;
+	__atomic_add_fetch(&s->rd_gen, 1, __ATOMIC_RELAXED);
+
+	while (i < cnt) {
+		ssize_t r;
+
+		if (off == iov[i].iov_len) {
+			i++, off = 0;
+			continue;
+		}
+		r = sg_recv(s->rs, (char *)iov[i].iov_base + off,
+			    iov[i].iov_len - off, rflags);
+		if (r > 0) {
+			got += (size_t)r;
+			off += (size_t)r;
+			/* A peek can't advance through the stream. */
+			if (flags & MSG_PEEK)
+				break;
+			continue;
+		}
+		if (r == 0) /* EOF */
+			break;
+		if (r != -EAGAIN)
+			return got ? (ssize_t)got : r;
+		/* Nothing more queued: return what we have unless the caller
+		 * asked for all of it. */
+		if (got && !(flags & MSG_WAITALL))
+			break;
+		if (dontwait)
+			return got ? (ssize_t)got : -EAGAIN;
+		r = wait_for(s, POLLIN, &s->rcvtimeo);
+		if (r < 0)
+			return got ? (ssize_t)got : r;
+	}
+	__atomic_add_fetch(&s->rx_bytes, got, __ATOMIC_RELAXED);
+	return (ssize_t)got;
+}
+
+/* Kernel TCP reports a write to a dead or shut connection as EPIPE and,
+ * unless MSG_NOSIGNAL, raises SIGPIPE; rsockets says ECONNRESET. */
+static ssize_t broken_pipe(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	return -EPIPE;
+}
+
+ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
+			int flags)
+{
+	bool dontwait = s->nonblock || (flags & MSG_DONTWAIT);
+	struct iovec v[64];
+	size_t sent = 0, want = 0;
+	int i = 0;
+	size_t off = 0;
+
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+	if (cnt < 0 || cnt > IOV_MAX)
+		return -EINVAL;
+	for (int k = 0; k < cnt; k++)
+		want += iov[k].iov_len;
+	if (s->wr_shut)
+		return broken_pipe(flags);
+	if (!want)
+		return 0;
+
+	while (sent < want) {
+		int n = 0;
+		ssize_t r;
+
+		/* Gather up to 64 iovecs per rsendmsg: one RDMA write for
+		 * many small slices (gRPC sends up to 260 per sendmsg). */
+		while (i < cnt && !iov[i].iov_len)
+			i++;
+		for (int k = i; k < cnt && n < 64; k++) {
+			size_t o = k == i ? off : 0;
+
+			if (iov[k].iov_len <= o)
+				continue;
+			v[n].iov_base = (char *)iov[k].iov_base + o;
+			v[n].iov_len = iov[k].iov_len - o;
+			n++;
+		}
+		r = sg_sendv(s->rs, v, n, MSG_DONTWAIT);
+		if (r > 0) {
+			sent += (size_t)r;
+			/* advance (i, off) by r bytes */
+			while (r > 0) {
+				size_t room = iov[i].iov_len - off;
+
+				if ((size_t)r < room) {
+					off += (size_t)r;
+					r = 0;
+				} else {
+					r -= (ssize_t)room;
+					i++, off = 0;
+				}
+			}
+			continue;
+		}
+		if (r == -EAGAIN || r == 0) {
+			if (dontwait)
+				break;
+			r = wait_for(s, POLLOUT, &s->sndtimeo);
+			if (r == 0)
+				continue;
+		}
+		if (sent)
+			break;
+		if (r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN)
+			return broken_pipe(flags);
+		return r;
+	}
+	if (sent < want)
+		__atomic_add_fetch(&s->wr_gen, 1, __ATOMIC_RELAXED);
+	if (!sent)
+		return -EAGAIN;
+	__atomic_add_fetch(&s->tx_bytes, sent, __ATOMIC_RELAXED);
+	return (ssize_t)sent;
+}
+
+static inline ssize_t recv1(struct shim_sock *s, void *buf, size_t n, int flags)
+{
+	struct iovec v = { .iov_base = buf, .iov_len = n };
+
+	return shim_rdma_recvv(s, &v, 1, flags);
+}
+
+static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
+			    int flags)
+{
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = n };
+
+	return shim_rdma_sendv(s, &v, 1, flags);
+}
+
+/* The slow path of every wrapper: hold a reference across the call so a
+ * concurrent close() can't free the rsocket underneath us. */
+#define RDMA_CALL(s, expr)                                                     \
+	({                                                                     \
+		ssize_t r_;                                                    \
+		shim_sock_get(s);                                              \
+		r_ = (expr);                                                   \
+		shim_sock_put(s);                                              \
+		shim_ret(r_);                                                  \
+	})
+
+#define IS_RDMA(s) unlikely((s) && (s)->kind == SHIM_SK_RDMA)
 
 SHIM_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	(void)shim_fd_get(fd);
-	return REAL(read)(fd, buf, n);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(read)(fd, buf, n);
+	return RDMA_CALL(s, recv1(s, buf, n, 0));
 }
 
 SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
-	(void)shim_fd_get(fd);
-	return REAL(__read_chk)(fd, buf, n, buflen);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(__read_chk)(fd, buf, n, buflen);
+	if (n > buflen)
+		__chk_fail();
+	return RDMA_CALL(s, recv1(s, buf, n, 0));
 }
 
 SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	(void)shim_fd_get(fd);
-	return REAL(readv)(fd, iov, iovcnt);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(readv)(fd, iov, iovcnt);
+	return RDMA_CALL(s, shim_rdma_recvv(s, iov, iovcnt, 0));
 }
 
 SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	(void)shim_fd_get(fd);
-	return REAL(write)(fd, buf, n);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(write)(fd, buf, n);
+	return RDMA_CALL(s, send1(s, buf, n, 0));
 }
 
 SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	(void)shim_fd_get(fd);
-	return REAL(writev)(fd, iov, iovcnt);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(writev)(fd, iov, iovcnt);
+	return RDMA_CALL(s, shim_rdma_sendv(s, iov, iovcnt, 0));
 }
 
 SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	(void)shim_fd_get(fd);
-	return REAL(recv)(fd, buf, n, flags);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(recv)(fd, buf, n, flags);
+	return RDMA_CALL(s, recv1(s, buf, n, flags));
 }
 
 SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
 			       int flags)
 {
-	(void)shim_fd_get(fd);
-	return REAL(__recv_chk)(fd, buf, n, buflen, flags);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(__recv_chk)(fd, buf, n, buflen, flags);
+	if (n > buflen)
+		__chk_fail();
+	return RDMA_CALL(s, recv1(s, buf, n, flags));
+}
+
+/* A TCP recvfrom never fills in a source address: length 0. */
+static ssize_t recvfrom_rdma(struct shim_sock *s, void *buf, size_t n,
+			     int flags, socklen_t *alen)
+{
+	ssize_t r = recv1(s, buf, n, flags);
+
+	if (r >= 0 && alen)
+		*alen = 0;
+	return r;
 }
 
 SHIM_EXPORT ssize_t recvfrom(int fd, void *__restrict buf, size_t n, int flags,
 			     __SOCKADDR_ARG addr, socklen_t *__restrict alen)
 {
-	(void)shim_fd_get(fd);
-	return REAL(recvfrom)(fd, buf, n, flags, addr, alen);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(recvfrom)(fd, buf, n, flags, addr, alen);
+	return RDMA_CALL(s, recvfrom_rdma(s, buf, n, flags,
+					  addr.__sockaddr__ ? alen : NULL));
 }
 
 SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n,
@@ -61,58 +305,199 @@ SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n,
 				   __SOCKADDR_ARG addr,
 				   socklen_t *__restrict alen)
 {
-	(void)shim_fd_get(fd);
-	return REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, addr, alen);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, addr,
+					    alen);
+	if (n > buflen)
+		__chk_fail();
+	return RDMA_CALL(s, recvfrom_rdma(s, buf, n, flags,
+					  addr.__sockaddr__ ? alen : NULL));
+}
+
+static ssize_t recvmsg_rdma(struct shim_sock *s, struct msghdr *msg, int flags)
+{
+	ssize_t r;
+
+	if (msg->msg_iovlen > IOV_MAX)
+		return -EMSGSIZE;
+	r = shim_rdma_recvv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (r >= 0) {
+		/* No ancillary data on this path (TCP_INQ is refused on
+		 * eligible sockets, so no SCM_INQ is expected). */
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
+	return r;
 }
 
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	(void)shim_fd_get(fd);
-	return REAL(recvmsg)(fd, msg, flags);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(recvmsg)(fd, msg, flags);
+	return RDMA_CALL(s, recvmsg_rdma(s, msg, flags));
+}
+
+static int recvmmsg_rdma(struct shim_sock *s, struct mmsghdr *vmsg,
+			 unsigned int vlen, int flags)
+{
+	unsigned int i;
+
+	for (i = 0; i < vlen; i++) {
+		ssize_t r = recvmsg_rdma(s, &vmsg[i].msg_hdr,
+					 i ? (flags | MSG_DONTWAIT) & ~MSG_WAITFORONE :
+					     flags & ~MSG_WAITFORONE);
+
+		if (r < 0)
+			return i ? (int)i : (int)r;
+		vmsg[i].msg_len = (unsigned int)r;
+		if (r == 0)
+			return (int)i + 1;
+	}
+	return (int)i;
 }
 
 SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vmsg, unsigned int vlen,
 			 int flags, struct timespec *tmo)
 {
-	(void)shim_fd_get(fd);
-	return REAL(recvmmsg)(fd, vmsg, vlen, flags, tmo);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(recvmmsg)(fd, vmsg, vlen, flags, tmo);
+	return (int)RDMA_CALL(s, recvmmsg_rdma(s, vmsg, vlen, flags));
 }
 
 SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	(void)shim_fd_get(fd);
-	return REAL(send)(fd, buf, n, flags);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(send)(fd, buf, n, flags);
+	return RDMA_CALL(s, send1(s, buf, n, flags));
 }
 
 SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 			   __CONST_SOCKADDR_ARG addr, socklen_t alen)
 {
-	(void)shim_fd_get(fd);
-	return REAL(sendto)(fd, buf, n, flags, addr, alen);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(sendto)(fd, buf, n, flags, addr, alen);
+	/* On a connected TCP socket the kernel ignores the address. */
+	return RDMA_CALL(s, send1(s, buf, n, flags));
+}
+
+static ssize_t sendmsg_rdma(struct shim_sock *s, const struct msghdr *msg,
+			    int flags)
+{
+	if (msg->msg_iovlen > IOV_MAX)
+		return -EMSGSIZE;
+	return shim_rdma_sendv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	(void)shim_fd_get(fd);
-	return REAL(sendmsg)(fd, msg, flags);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(sendmsg)(fd, msg, flags);
+	return RDMA_CALL(s, sendmsg_rdma(s, msg, flags));
+}
+
+static int sendmmsg_rdma(struct shim_sock *s, struct mmsghdr *vmsg,
+			 unsigned int vlen, int flags)
+{
+	unsigned int i;
+
+	for (i = 0; i < vlen; i++) {
+		ssize_t r = sendmsg_rdma(s, &vmsg[i].msg_hdr, flags);
+
+		if (r < 0)
+			return i ? (int)i : (int)r;
+		vmsg[i].msg_len = (unsigned int)r;
+	}
+	return (int)i;
 }
 
 SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vmsg, unsigned int vlen,
 			 int flags)
 {
-	(void)shim_fd_get(fd);
-	return REAL(sendmmsg)(fd, vmsg, vlen, flags);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(sendmmsg)(fd, vmsg, vlen, flags);
+	return (int)RDMA_CALL(s, sendmmsg_rdma(s, vmsg, vlen, flags));
+}
+
+/* sendfile onto an RDMA fd: copy through a buffer, keeping the kernel's
+ * offset rules (update *offset, or the file position when it is NULL). */
+static ssize_t sendfile_rdma(struct shim_sock *s, int in_fd, off_t *offset,
+			     size_t count)
+{
+	const size_t chunk = 256 * 1024;
+	off_t pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
+	size_t total = 0;
+	char *buf;
+
+	if (pos < 0)
+		return -errno;
+	buf = malloc(chunk);
+	if (!buf)
+		return -ENOMEM;
+	while (total < count) {
+		size_t want = count - total < chunk ? count - total : chunk;
+		ssize_t n = pread(in_fd, buf, want, pos);
+		ssize_t r;
+
+		if (n < 0) {
+			if (!total) {
+				free(buf);
+				return -errno;
+			}
+			break;
+		}
+		if (n == 0)
+			break;
+		r = send1(s, buf, (size_t)n, 0);
+		if (r < 0) {
+			if (!total) {
+				free(buf);
+				return r;
+			}
+			break;
+		}
+		pos += r;
+		total += (size_t)r;
+		if (r < n)
+			break;
+	}
+	free(buf);
+	if (offset)
+		*offset = pos;
+	else
+		lseek(in_fd, pos, SEEK_SET);
+	return (ssize_t)total;
 }
 
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
-	(void)shim_fd_get(out_fd);
-	return REAL(sendfile)(out_fd, in_fd, offset, count);
+	struct shim_sock *s = shim_fd_get(out_fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(sendfile)(out_fd, in_fd, offset, count);
+	return RDMA_CALL(s, sendfile_rdma(s, in_fd, offset, count));
 }
 
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 			       size_t count)
 {
-	(void)shim_fd_get(out_fd);
-	return REAL(sendfile64)(out_fd, in_fd, offset, count);
+	struct shim_sock *s = shim_fd_get(out_fd);
+
+	if (likely(!IS_RDMA(s)))
+		return REAL(sendfile64)(out_fd, in_fd, offset, count);
+	return RDMA_CALL(s, sendfile_rdma(s, in_fd, (off_t *)offset, count));
 }

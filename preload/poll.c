@@ -1,41 +1,270 @@
 /* SPDX-License-Identifier: MIT */
-/* poll, ppoll, select, pselect and their fortify twins. */
+/*
+ * poll, ppoll, select, pselect and their fortify twins.
+ *
+ * While no RDMA or listening rsocket exists in the process these are plain
+ * libc calls.  Otherwise each call is rewritten: a connected RDMA fd is
+ * polled as its rsocket, a listener as its kernel fd plus its rsocket's
+ * accept queue, everything else as itself; the waiting is done by rpoll
+ * when an rsocket is involved and by the kernel when not.
+ */
 #include "shim.h"
+#include "glue.h"
 #include "sock.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline bool rdma_in_use(void)
+{
+	return __atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED) != 0 &&
+	       !shim_in_lib();
+}
+
+static int ts_ms(const struct timespec *ts)
+{
+	long long ms;
+
+	if (!ts)
+		return -1;
+	ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/* rpoll revents of a connected rsocket -> what a TCP socket would show. */
+static short rdma_revents(short rev, short events)
+{
+	if (rev & POLLHUP)
+		rev |= POLLIN | POLLRDHUP;
+	if (rev & POLLIN)
+		rev |= POLLRDNORM;
+	if (rev & POLLOUT)
+		rev |= POLLWRNORM;
+	return (short)(rev & (events | POLLERR | POLLHUP | POLLNVAL));
+}
+
+/*
+ * The rewritten poll.  Returns like poll() but -errno.  tmo/mask are ppoll's
+ * (tmo NULL = infinite); timeout_ms is used for the rpoll path.
+ */
+static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
+		     const struct timespec *tmo, const sigset_t *mask)
+{
+	struct pollfd stack[64], *p = stack;
+	struct shim_sock *held_stack[64], **held = held_stack;
+	nfds_t n = 0, extra = 0, i;
+	bool rdma = false;
+	int r, count = 0;
+	sigset_t old;
+
+	if (nfds > (nfds_t)INT_MAX / 2)
+		return -EINVAL;
+	for (i = 0; i < nfds; i++) {
+		struct shim_sock *s = shim_fd_get(fds[i].fd);
+
+		if (s && s->kind == SHIM_SK_LISTEN)
+			extra++;
+	}
+	if (nfds + extra > ARRAY_SIZE(stack)) {
+		p = malloc((nfds + extra) * sizeof(*p));
+		held = malloc(nfds * sizeof(*held));
+		if (!p || !held) {
+			free(p == stack ? NULL : p);
+			free(held == held_stack ? NULL : held);
+			return -ENOMEM;
+		}
+	}
+	n = nfds;
+	for (i = 0; i < nfds; i++) {
+		struct shim_sock *s = shim_sock_ref(fds[i].fd);
+
+		held[i] = s;
+		p[i] = fds[i];
+		p[i].revents = 0;
+		if (!s)
+			continue;
+		if (s->kind == SHIM_SK_RDMA) {
+			p[i].fd = s->rs;
+			rdma = true;
+		} else if (s->kind == SHIM_SK_LISTEN) {
+			p[n] = (struct pollfd){ .fd = sg_listen_pollfd(s->rs),
+						.events = fds[i].events & POLLIN };
+			n++;
+		}
+	}
+	if (rdma) {
+		if (mask)
+			pthread_sigmask(SIG_SETMASK, mask, &old);
+		r = sg_wait(p, n, timeout_ms);
+		if (mask)
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+	} else {
+		r = REAL(ppoll)(p, n, tmo, mask);
+		if (r < 0)
+			r = -errno;
+	}
+	if (r >= 0) {
+		nfds_t x = nfds;
+
+		for (i = 0; i < nfds; i++) {
+			short rev = p[i].revents;
+			struct shim_sock *s = held[i];
+
+			if (s && s->kind == SHIM_SK_RDMA)
+				rev = rdma_revents(rev, fds[i].events);
+			else if (s && s->kind == SHIM_SK_LISTEN)
+				rev |= p[x++].revents;
+			fds[i].revents = rev;
+			count += rev != 0;
+		}
+		r = count;
+	}
+	for (i = 0; i < nfds; i++)
+		if (held[i])
+			shim_sock_put(held[i]);
+	if (p != stack)
+		free(p);
+	if (held != held_stack)
+		free(held);
+	return r;
+}
+
+static bool any_ours(const struct pollfd *fds, nfds_t nfds)
+{
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct shim_sock *s = shim_fd_get(fds[i].fd);
+
+		if (s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN))
+			return true;
+	}
+	return false;
+}
 
 SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
+	struct timespec ts, *tp = NULL;
+
 	shim_ensure_init();
-	return REAL(poll)(fds, nfds, timeout);
+	if (likely(!rdma_in_use()) || !any_ours(fds, nfds))
+		return REAL(poll)(fds, nfds, timeout);
+	if (timeout >= 0) {
+		ts.tv_sec = timeout / 1000;
+		ts.tv_nsec = (long)(timeout % 1000) * 1000000L;
+		tp = &ts;
+	}
+	return (int)shim_ret(poll_slow(fds, nfds, timeout, tp, NULL));
 }
 
 SHIM_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout,
 			   size_t fdslen)
 {
-	shim_ensure_init();
-	return REAL(__poll_chk)(fds, nfds, timeout, fdslen);
+	if (fdslen / sizeof(*fds) < nfds)
+		__chk_fail();
+	return poll(fds, nfds, timeout);
 }
 
 SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
 		      const struct timespec *tmo, const sigset_t *sigmask)
 {
 	shim_ensure_init();
-	return REAL(ppoll)(fds, nfds, tmo, sigmask);
+	if (likely(!rdma_in_use()) || !any_ours(fds, nfds))
+		return REAL(ppoll)(fds, nfds, tmo, sigmask);
+	return (int)shim_ret(poll_slow(fds, nfds, ts_ms(tmo), tmo, sigmask));
 }
 
 SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
 			    const struct timespec *tmo, const sigset_t *sigmask,
 			    size_t fdslen)
 {
-	shim_ensure_init();
-	return REAL(__ppoll_chk)(fds, nfds, tmo, sigmask, fdslen);
+	if (fdslen / sizeof(*fds) < nfds)
+		__chk_fail();
+	return ppoll(fds, nfds, tmo, sigmask);
+}
+
+/* select on top of poll_slow: only when one of the fds is ours. */
+static int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e,
+		       const struct timespec *tmo, const sigset_t *mask,
+		       bool *handled)
+{
+	struct pollfd stack[64], *p = stack;
+	int n = 0, ret, count = 0;
+	bool ours = false;
+
+	*handled = false;
+	if (nfds < 0 || nfds > FD_SETSIZE)
+		return 0;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = 0;
+
+		if (r && FD_ISSET(fd, r))
+			ev |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			ev |= POLLOUT;
+		if (e && FD_ISSET(fd, e))
+			ev |= POLLPRI;
+		if (!ev)
+			continue;
+		if (n == (int)ARRAY_SIZE(stack) && p == stack) {
+			p = malloc(FD_SETSIZE * sizeof(*p));
+			if (!p)
+				return 0;
+			memcpy(p, stack, sizeof(stack));
+		}
+		p[n++] = (struct pollfd){ .fd = fd, .events = ev };
+		struct shim_sock *s = shim_fd_get(fd);
+		ours |= s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN);
+	}
+	if (!ours)
+		goto out;
+	*handled = true;
+	ret = poll_slow(p, (nfds_t)n, ts_ms(tmo), tmo, mask);
+	if (ret < 0) {
+		count = ret;
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		short rev = p[i].revents;
+		int fd = p[i].fd;
+
+		if (rev & POLLNVAL) {
+			count = -EBADF;
+			goto out;
+		}
+		/* select's view: an error or hang-up makes a read ready */
+		if (r && FD_ISSET(fd, r) && !(rev & (POLLIN | POLLHUP | POLLERR)))
+			FD_CLR(fd, r);
+		if (w && FD_ISSET(fd, w) && !(rev & (POLLOUT | POLLERR)))
+			FD_CLR(fd, w);
+		if (e && FD_ISSET(fd, e) && !(rev & POLLPRI))
+			FD_CLR(fd, e);
+		count += (r && FD_ISSET(fd, r)) + (w && FD_ISSET(fd, w)) +
+			 (e && FD_ISSET(fd, e));
+	}
+out:
+	if (p != stack)
+		free(p);
+	return count;
 }
 
 SHIM_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 		       fd_set *__restrict e, struct timeval *__restrict tmo)
 {
+	struct timespec ts;
+	bool handled;
+	int ret;
+
 	shim_ensure_init();
-	return REAL(select)(nfds, r, w, e, tmo);
+	if (likely(!rdma_in_use()))
+		return REAL(select)(nfds, r, w, e, tmo);
+	if (tmo) {
+		ts.tv_sec = tmo->tv_sec;
+		ts.tv_nsec = tmo->tv_usec * 1000L;
+	}
+	ret = select_slow(nfds, r, w, e, tmo ? &ts : NULL, NULL, &handled);
+	if (!handled)
+		return REAL(select)(nfds, r, w, e, tmo);
+	return (int)shim_ret(ret);
 }
 
 SHIM_EXPORT int pselect(int nfds, fd_set *__restrict r, fd_set *__restrict w,
@@ -43,6 +272,14 @@ SHIM_EXPORT int pselect(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 			const struct timespec *__restrict tmo,
 			const sigset_t *__restrict sigmask)
 {
+	bool handled;
+	int ret;
+
 	shim_ensure_init();
-	return REAL(pselect)(nfds, r, w, e, tmo, sigmask);
+	if (likely(!rdma_in_use()))
+		return REAL(pselect)(nfds, r, w, e, tmo, sigmask);
+	ret = select_slow(nfds, r, w, e, tmo, sigmask, &handled);
+	if (!handled)
+		return REAL(pselect)(nfds, r, w, e, tmo, sigmask);
+	return (int)shim_ret(ret);
 }

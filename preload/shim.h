@@ -71,6 +71,10 @@ static inline void shim_enter_lib(void) { shim_lib_depth++; }
 static inline void shim_leave_lib(void) { shim_lib_depth--; }
 static inline bool shim_in_lib(void) { return shim_lib_depth != 0; }
 
+/* While set (by rsocket_glue around rlisten), the next socketpair() made on
+ * this thread stores its first fd here. */
+extern __thread int *shim_pair_capture;
+
 /* Set errno from an internal -errno result; return -1 or the value. */
 static inline long shim_ret(long r)
 {

@@ -2,24 +2,86 @@
 /*
  * What the shim knows about an fd it cares about.  A kernel fd it does not
  * care about has no shim_sock at all (fdtable entry NULL: the fast path).
+ *
+ * Lifetime: refs counts the fds that map to the sock (dup shares it) plus
+ * calls in flight (a blocked recv, an epoll_wait's snapshot).  The rsocket
+ * is closed when the last reference goes, so close() in one thread never
+ * pulls an rsocket from under another thread that is using it — the same
+ * rule the kernel applies to a file.
  */
 #ifndef SHIM_SOCK_H
 #define SHIM_SOCK_H
 
 #include "fdtable.h"
 
+#include <netinet/in.h>
+#include <pthread.h>
+
 enum shim_kind {
 	SHIM_SK_INTERNAL = 1, /* the shim's own fd (log): watched, not owned */
 	SHIM_SK_TCP,	      /* eligible TCP socket, not yet connected/listening */
 	SHIM_SK_RDMA,	      /* connection carried by an rsocket */
 	SHIM_SK_LISTEN,	      /* kernel listener plus an rsocket listener */
+	SHIM_SK_EPOLL,	      /* an epoll fd with RDMA registrations */
+	SHIM_SK_DEAD,	      /* inherited over fork: the kernel fd answers */
 };
 
 struct shim_sock {
 	int kind;
+	int refs;   /* atomic: fds + calls in flight */
+	int fdrefs; /* atomic: fds only (dup shares the sock) */
+	int ep_regs; /* atomic: epoll registrations naming this sock */
+	struct ep_set *epset; /* SHIM_SK_EPOLL */
+	int rs;	    /* rsocket, -1 if none */
+	int family; /* the program's socket family */
+	bool nonblock;		/* the program's view of O_NONBLOCK */
+	bool rd_shut, wr_shut;	/* shutdown() seen */
+	int so_error;		/* pending SO_ERROR for the program */
+	/* Program options remembered for the rsocket (0 = unset). */
+	int sndbuf, rcvbuf;
+	struct timeval rcvtimeo, sndtimeo;
+	/* Readiness generations: bumped when the program reads, or when a
+	 * write comes back short or EAGAIN (epoll ET re-arming). */
+	unsigned int rd_gen, wr_gen;
+	/* Addresses as the program expects them (its family, its ports). */
+	struct sockaddr_storage local, peer;
+	socklen_t local_len, peer_len;
+	/* Statistics */
+	uint64_t tx_bytes, rx_bytes;
 };
 
 /* The one object every internal fd maps to. */
 extern struct shim_sock shim_internal_sock;
+
+/* Number of live RDMA and LISTEN socks: 0 keeps poll/select on libc. */
+extern int shim_rdma_socks;
+
+struct shim_sock *shim_sock_new(int kind, int family);
+static inline void shim_sock_get(struct shim_sock *s)
+{
+	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+}
+void shim_sock_put(struct shim_sock *s);
+/* Make s an RDMA/LISTEN sock over rs (counts it in shim_rdma_socks). */
+void shim_sock_attach(struct shim_sock *s, int kind, int rs);
+
+/* Put s on fd (NULL clears), releasing a stale entry. */
+void shim_fd_install(int fd, struct shim_sock *s);
+
+/* (socket.c) */
+/* fd -> sock with a reference held; NULL for fds the shim leaves alone. */
+struct shim_sock *shim_sock_ref(int fd);
+
+/* Addresses: v4-mapped conversion between the program's family and the
+ * rsocket's (rsockets are always created with the real family). */
+socklen_t shim_addr_to_family(const struct sockaddr *in, int family,
+			      struct sockaddr_storage *out);
+socklen_t shim_addr_unmap(const struct sockaddr *in, socklen_t len,
+			  struct sockaddr_storage *out);
+uint16_t shim_addr_port(const struct sockaddr *sa);
+void shim_addr_set_port(struct sockaddr *sa, uint16_t port);
+/* Copy an address out the way the kernel does (truncate, report length). */
+void shim_addr_copy_out(const struct sockaddr_storage *a, socklen_t alen,
+			struct sockaddr *out, socklen_t *outlen);
 
 #endif

@@ -1,59 +1,297 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Socket lifecycle: creation, naming, close and dup.  Every wrapper starts
- * with the fd table lookup; a NULL entry is a kernel fd the shim leaves
- * alone, and the call goes straight to libc.
+ * Socket lifecycle: creation, listen/accept, naming, close and dup.  Every
+ * wrapper starts with the fd table lookup; a NULL entry is a kernel fd the
+ * shim leaves alone, and the call goes straight to libc.
  */
 #include "shim.h"
+#include "glue.h"
 #include "log.h"
 #include "sock.h"
+#include "epoll_int.h"
+
+#include <netinet/tcp.h>
+#include <string.h>
+
+/* Put s on fd, dropping whatever a close we never saw left there. */
+void shim_fd_install(int fd, struct shim_sock *s)
+{
+	struct shim_sock *stale;
+
+	if (s && s != &shim_internal_sock)
+		__atomic_add_fetch(&s->fdrefs, 1, __ATOMIC_RELAXED);
+	stale = shim_fd_xchg(fd, s);
+	if (stale == &shim_internal_sock) {
+		shim_log_fd_changed(fd, true);
+	} else if (stale) {
+		/* The last fd of a file takes its epoll registrations with
+		 * it, as the kernel does. */
+		if (!__atomic_sub_fetch(&stale->fdrefs, 1, __ATOMIC_ACQ_REL) &&
+		    __atomic_load_n(&stale->ep_regs, __ATOMIC_ACQUIRE))
+			shim_epoll_forget(stale);
+		shim_sock_put(stale);
+	}
+}
+
+static bool eligible(int domain, int type, int protocol)
+{
+	return (domain == AF_INET || domain == AF_INET6) &&
+	       (type & 0xf) == SOCK_STREAM &&
+	       (protocol == 0 || protocol == IPPROTO_TCP);
+}
 
 SHIM_EXPORT int socket(int domain, int type, int protocol)
 {
+	struct shim_sock *s;
+	int fd;
+
 	shim_ensure_init();
-	return REAL(socket)(domain, type, protocol);
+	fd = REAL(socket)(domain, type, protocol);
+	if (fd < 0 || shim_in_lib())
+		return fd;
+	if (!eligible(domain, type, protocol) ||
+	    shim_cfg.mode == SHIM_MODE_OFF ||
+	    (shim_cfg.mode == SHIM_MODE_AUTO && !sg_available())) {
+		/* A number reused behind our back (fclose's internal close)
+		 * must not keep an old sock. */
+		if (unlikely(shim_fd_get(fd)))
+			shim_fd_install(fd, NULL);
+		return fd;
+	}
+	s = shim_sock_new(SHIM_SK_TCP, domain);
+	if (s)
+		s->nonblock = (type & SOCK_NONBLOCK) != 0;
+	shim_fd_install(fd, s);
+	return fd;
+}
+
+SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+	int r;
+
+	shim_ensure_init();
+	r = REAL(socketpair)(domain, type, protocol, sv);
+	if (unlikely(shim_pair_capture) && r == 0 && *shim_pair_capture < 0)
+		*shim_pair_capture = sv[0];
+	return r;
 }
 
 SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
-	(void)shim_fd_get(fd);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (unlikely(s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN))) {
+		errno = EINVAL; /* already bound, as the kernel says */
+		return -1;
+	}
 	return REAL(bind)(fd, addr, len);
+}
+
+/* Add an rsocket listener beside the kernel one; 0 or -errno. */
+static int listen_rdma(int fd, struct shim_sock *s, int backlog)
+{
+	struct sockaddr_storage local, laddr;
+	socklen_t llen = sizeof(local), alen;
+	uint16_t port;
+	int lrs, fl;
+
+	if (REAL(getsockname)(fd, (struct sockaddr *)&local, &llen) < 0)
+		return -errno;
+	alen = shim_addr_unmap((struct sockaddr *)&local, llen, &laddr);
+	port = shim_addr_port((struct sockaddr *)&laddr);
+	if (!shim_config_allows(&shim_cfg, laddr.ss_family,
+				laddr.ss_family == AF_INET ?
+				(void *)&((struct sockaddr_in *)&laddr)->sin_addr :
+				(void *)&((struct sockaddr_in6 *)&laddr)->sin6_addr,
+				port))
+		return -EACCES;
+	if (port + shim_cfg.port_offset > 65535)
+		return -ERANGE;
+	shim_addr_set_port((struct sockaddr *)&laddr,
+			   (uint16_t)(port + shim_cfg.port_offset));
+	if (!sg_available())
+		return -ENODEV;
+	lrs = sg_listen((struct sockaddr *)&laddr, alen, backlog);
+	if (lrs < 0)
+		return lrs;
+	/* The kernel listener runs non-blocking underneath so accept() can
+	 * wait on both listeners; the program keeps its own view (fcntl). */
+	fl = REAL(fcntl)(fd, F_GETFL);
+	if (fl >= 0)
+		REAL(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
+	memcpy(&s->local, &local, llen);
+	s->local_len = llen;
+	shim_sock_attach(s, SHIM_SK_LISTEN, lrs);
+	shim_dbg("fd %d: listening on TCP and RDMA (port %u)", fd, port);
+	return 0;
 }
 
 SHIM_EXPORT int listen(int fd, int backlog)
 {
-	(void)shim_fd_get(fd);
-	return REAL(listen)(fd, backlog);
+	struct shim_sock *s = shim_fd_get(fd);
+	int r;
+
+	if (likely(!s || s->kind != SHIM_SK_TCP))
+		return REAL(listen)(fd, backlog);
+	r = REAL(listen)(fd, backlog);
+	if (r < 0)
+		return r;
+	r = listen_rdma(fd, s, backlog);
+	if (r < 0) {
+		shim_info("fd %d: listening on TCP only (%s)", fd, strerror(-r));
+		if (shim_cfg.mode == SHIM_MODE_REQUIRE)
+			return (int)shim_ret(r);
+		shim_fd_install(fd, NULL);
+	}
+	return 0;
 }
 
-SHIM_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+/* Give an accepted rsocket a kernel socket of the program's family. */
+static int adopt_accepted(struct shim_sock *ls, int rs,
+			  const struct sockaddr *peer, int flags)
 {
-	(void)shim_fd_get(fd);
-	return REAL(accept)(fd, addr, len);
+	struct sockaddr_storage here;
+	socklen_t hlen = sizeof(here);
+	struct shim_sock *ns;
+	int nfd;
+
+	nfd = REAL(socket)(ls->family,
+			   SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)),
+			   0);
+	ns = nfd >= 0 ? shim_sock_new(SHIM_SK_RDMA, ls->family) : NULL;
+	if (!ns) {
+		int e = nfd < 0 ? errno : ENOMEM;
+
+		if (nfd >= 0)
+			REAL(close)(nfd);
+		sg_close(rs);
+		return -e;
+	}
+	ns->nonblock = (flags & SOCK_NONBLOCK) != 0;
+	if (ns->nonblock)
+		sg_set_nonblock(rs, true);
+	ns->peer_len = shim_addr_to_family(peer, ls->family, &ns->peer);
+	/* Local: the address the peer reached, with the listener's TCP port
+	 * (never the rsocket's own). */
+	if (sg_getsockname(rs, (struct sockaddr *)&here, &hlen) < 0)
+		memcpy(&here, &ls->local, sizeof(here));
+	ns->local_len = shim_addr_to_family((struct sockaddr *)&here,
+					    ls->family, &ns->local);
+	shim_addr_set_port((struct sockaddr *)&ns->local,
+			   shim_addr_port((struct sockaddr *)&ls->local));
+	shim_sock_attach(ns, SHIM_SK_RDMA, rs);
+	shim_fd_install(nfd, ns);
+	return nfd;
+}
+
+static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
+		       socklen_t *len, int flags)
+{
+	struct sockaddr_storage peer;
+	socklen_t plen;
+	int r;
+
+	for (;;) {
+		plen = sizeof(peer);
+		r = sg_accept(s->rs, (struct sockaddr *)&peer, &plen);
+		if (r >= 0) {
+			int nfd = adopt_accepted(s, r, (struct sockaddr *)&peer,
+						 flags);
+			struct shim_sock *ns = nfd >= 0 ? shim_fd_get(nfd) : NULL;
+
+			if (ns && addr && len)
+				shim_addr_copy_out(&ns->peer, ns->peer_len,
+						   addr, len);
+			else if (ns && len)
+				*len = ns->peer_len;
+			return nfd;
+		}
+		r = REAL(accept4)(fd, addr, len, flags);
+		if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+			return r < 0 ? -errno : r;
+		if (s->nonblock)
+			return -EAGAIN;
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = s->rs, .events = POLLIN } };
+		r = sg_poll(p, 2, -1);
+		if (r < 0 && r != -EINTR)
+			return r;
+		if (r == -EINTR)
+			return -EINTR; /* accept is never restarted by us */
+	}
 }
 
 SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 {
-	(void)shim_fd_get(fd);
-	return REAL(accept4)(fd, addr, len, flags);
+	struct shim_sock *s = shim_fd_get(fd);
+	int r;
+
+	if (likely(!s || s->kind != SHIM_SK_LISTEN))
+		return REAL(accept4)(fd, addr, len, flags);
+	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
+		errno = EINVAL;
+		return -1;
+	}
+	shim_sock_get(s);
+	r = accept_both(fd, s, addr.__sockaddr__, len, flags);
+	shim_sock_put(s);
+	return (int)shim_ret(r);
+}
+
+SHIM_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!s || s->kind != SHIM_SK_LISTEN))
+		return REAL(accept)(fd, addr, len);
+	return accept4(fd, addr, len, 0);
 }
 
 SHIM_EXPORT int shutdown(int fd, int how)
 {
-	(void)shim_fd_get(fd);
-	return REAL(shutdown)(fd, how);
+	struct shim_sock *s = shim_fd_get(fd);
+	int r;
+
+	if (likely(!s || s->kind != SHIM_SK_RDMA))
+		return REAL(shutdown)(fd, how);
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+		errno = EINVAL;
+		return -1;
+	}
+	r = sg_shutdown(s->rs, how);
+	if (r == 0) {
+		s->rd_shut |= how != SHUT_WR;
+		s->wr_shut |= how != SHUT_RD;
+	}
+	return (int)shim_ret(r);
 }
 
 SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
-	(void)shim_fd_get(fd);
-	return REAL(getsockname)(fd, addr, len);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!s || s->kind != SHIM_SK_RDMA))
+		return REAL(getsockname)(fd, addr, len);
+	if (!len) {
+		errno = EFAULT;
+		return -1;
+	}
+	shim_addr_copy_out(&s->local, s->local_len, addr.__sockaddr__, len);
+	return 0;
 }
 
 SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
-	(void)shim_fd_get(fd);
-	return REAL(getpeername)(fd, addr, len);
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!s || s->kind != SHIM_SK_RDMA))
+		return REAL(getpeername)(fd, addr, len);
+	if (!len) {
+		errno = EFAULT;
+		return -1;
+	}
+	shim_addr_copy_out(&s->peer, s->peer_len, addr.__sockaddr__, len);
+	return 0;
 }
 
 /*
@@ -62,10 +300,7 @@ SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
  */
 static void forget_fd(int fd)
 {
-	struct shim_sock *s = shim_fd_xchg(fd, NULL);
-
-	if (s == &shim_internal_sock)
-		shim_log_fd_changed(fd, true);
+	shim_fd_install(fd, NULL);
 }
 
 SHIM_EXPORT int close(int fd)
@@ -109,46 +344,54 @@ SHIM_EXPORT void closefrom(int lowfd)
 	REAL(closefrom)(lowfd);
 }
 
-SHIM_EXPORT int dup(int fd)
+/* newfd now refers to what oldfd refers to (dup family). */
+static void share_fd(int oldfd, int newfd)
 {
-	(void)shim_fd_get(fd);
-	return REAL(dup)(fd);
+	struct shim_sock *s = shim_fd_get(oldfd);
+
+	if (s == &shim_internal_sock)
+		s = NULL; /* a copy of stderr is the program's own fd */
+	if (s)
+		shim_sock_get(s);
+	if (newfd == 2 && !s && shim_fd_get(2) == &shim_internal_sock) {
+		shim_log_fd_changed(2, false); /* a new stderr: keep logging */
+		return;
+	}
+	shim_fd_install(newfd, s);
 }
 
-/* After a successful dup2/dup3 onto newfd: newfd's old state is gone. */
-static void replaced_fd(int newfd, struct shim_sock *was)
+SHIM_EXPORT int dup(int fd)
 {
-	if (was == &shim_internal_sock) {
-		shim_log_fd_changed(newfd, false);
-		if (newfd != 2)
-			shim_fd_xchg(newfd, NULL);
-	} else if (was) {
-		shim_fd_xchg(newfd, NULL);
-	}
+	int r;
+
+	if (likely(!shim_fd_get(fd)))
+		return REAL(dup)(fd);
+	r = REAL(dup)(fd);
+	if (r >= 0)
+		share_fd(fd, r);
+	return r;
 }
 
 SHIM_EXPORT int dup2(int oldfd, int newfd)
 {
-	struct shim_sock *n = shim_fd_get(newfd);
 	int r;
 
-	if (likely(!n && !shim_fd_get(oldfd)))
+	if (likely(!shim_fd_get(newfd) && !shim_fd_get(oldfd)))
 		return REAL(dup2)(oldfd, newfd);
 	r = REAL(dup2)(oldfd, newfd);
 	if (r >= 0 && oldfd != newfd)
-		replaced_fd(newfd, n);
+		share_fd(oldfd, newfd);
 	return r;
 }
 
 SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	struct shim_sock *n = shim_fd_get(newfd);
 	int r;
 
-	if (likely(!n && !shim_fd_get(oldfd)))
+	if (likely(!shim_fd_get(newfd) && !shim_fd_get(oldfd)))
 		return REAL(dup3)(oldfd, newfd, flags);
 	r = REAL(dup3)(oldfd, newfd, flags);
 	if (r >= 0)
-		replaced_fd(newfd, n);
+		share_fd(oldfd, newfd);
 	return r;
 }

@@ -1,23 +1,154 @@
 /* SPDX-License-Identifier: MIT */
-/* Socket options, fcntl and ioctl. */
+/*
+ * Socket options, fcntl and ioctl.
+ *
+ * The program's fd is a real kernel socket, so every option is applied to
+ * it first: getsockopt then answers SO_TYPE, SO_DOMAIN, SO_REUSEPORT... from
+ * the kernel, and a fallback connection already carries its options.  On an
+ * RDMA connection the options rsockets understands are forwarded too.
+ *
+ * Options the RDMA path cannot honour are refused on every socket that may
+ * go over RDMA, with the errno of a kernel that lacks them, so programs
+ * take their fallback path from the start (gRPC: TCP_INQ, SO_ZEROCOPY).
+ */
 #include "shim.h"
+#include "glue.h"
+#include "io_int.h"
+#include "log.h"
 #include "sock.h"
 
+#include <linux/sockios.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
-#include <sys/ioctl.h>
+#include <stdlib.h>
+#include <string.h>
 
-SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
-			   socklen_t *__restrict len)
+#ifndef TCP_INQ
+#define TCP_INQ 36
+#endif
+#ifndef SO_ZEROCOPY
+#define SO_ZEROCOPY 60
+#endif
+#ifndef TCP_ZEROCOPY_RECEIVE
+#define TCP_ZEROCOPY_RECEIVE 35
+#endif
+#ifndef TCP_ULP
+#define TCP_ULP 31
+#endif
+
+static bool maybe_rdma(const struct shim_sock *s)
 {
-	(void)shim_fd_get(fd);
-	return REAL(getsockopt)(fd, level, name, val, len);
+	return s && (s->kind == SHIM_SK_TCP || s->kind == SHIM_SK_RDMA ||
+		     s->kind == SHIM_SK_LISTEN);
+}
+
+static bool refused(int level, int name)
+{
+	if (level == IPPROTO_TCP)
+		return name == TCP_INQ || name == TCP_ZEROCOPY_RECEIVE ||
+		       name == TCP_ULP || name == TCP_FASTOPEN_CONNECT;
+	if (level == SOL_SOCKET)
+		return name == SO_ZEROCOPY;
+	return false;
+}
+
+static void remember(struct shim_sock *s, int level, int name, const void *val,
+		     socklen_t len)
+{
+	if (level != SOL_SOCKET || !val)
+		return;
+	if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
+	    len >= sizeof(struct timeval)) {
+		struct timeval *tv = name == SO_RCVTIMEO ? &s->rcvtimeo : &s->sndtimeo;
+
+		memcpy(tv, val, sizeof(*tv));
+	}
+}
+
+/* Forward what rsockets honours on a live connection; the rest is kept by
+ * the kernel socket alone (harmless: the QP has its own flow control). */
+static void forward(struct shim_sock *s, int level, int name, const void *val,
+		    socklen_t len)
+{
+	if ((level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_KEEPIDLE)) ||
+	    (level == SOL_SOCKET && (name == SO_KEEPALIVE || name == SO_LINGER)))
+		sg_setsockopt(s->rs, level, name, val, len);
 }
 
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			   socklen_t len)
 {
-	(void)shim_fd_get(fd);
-	return REAL(setsockopt)(fd, level, name, val, len);
+	struct shim_sock *s = shim_fd_get(fd);
+	int r;
+
+	if (likely(!maybe_rdma(s)))
+		return REAL(setsockopt)(fd, level, name, val, len);
+	if (refused(level, name)) {
+		errno = ENOPROTOOPT;
+		return -1;
+	}
+	r = REAL(setsockopt)(fd, level, name, val, len);
+	if (r < 0)
+		return r;
+	remember(s, level, name, val, len);
+	if (s->kind == SHIM_SK_RDMA)
+		forward(s, level, name, val, len);
+	return 0;
+}
+
+SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
+			   socklen_t *__restrict len)
+{
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!maybe_rdma(s)))
+		return REAL(getsockopt)(fd, level, name, val, len);
+	if (refused(level, name)) {
+		errno = ENOPROTOOPT;
+		return -1;
+	}
+	if (s->kind == SHIM_SK_RDMA && level == SOL_SOCKET && name == SO_ERROR) {
+		int err = 0;
+
+		if (!val || !len) {
+			errno = EFAULT;
+			return -1;
+		}
+		if (*len > sizeof(err))
+			*len = sizeof(err);
+		err = __atomic_exchange_n(&s->so_error, 0, __ATOMIC_RELAXED);
+		memcpy(val, &err, *len);
+		return 0;
+	}
+	return REAL(getsockopt)(fd, level, name, val, len);
+}
+
+/*
+ * O_NONBLOCK is the program's view: an RDMA sock keeps it in s->nonblock
+ * (the rsocket itself always runs non-blocking) and a listener's kernel fd
+ * is non-blocking underneath; F_GETFL shows the program what it set.
+ */
+static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
+{
+	int r;
+
+	if (cmd == F_SETFL) {
+		int fl = (int)(intptr_t)arg;
+
+		r = REAL(fcntl)(fd, F_SETFL,
+				s->kind == SHIM_SK_LISTEN ? fl | O_NONBLOCK : fl);
+		if (r == 0)
+			s->nonblock = (fl & O_NONBLOCK) != 0;
+		return r;
+	}
+	r = REAL(fcntl)(fd, cmd, arg);
+	if (cmd == F_GETFL && r >= 0 && s->kind == SHIM_SK_LISTEN)
+		r = (r & ~O_NONBLOCK) | (s->nonblock ? O_NONBLOCK : 0);
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0 && maybe_rdma(s)) {
+		shim_sock_get(s);
+		shim_fd_install(r, s);
+	}
+	return r;
 }
 
 /*
@@ -34,27 +165,89 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 
 SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 {
+	struct shim_sock *s;
 	void *arg;
 
 	VA_ONE_ARG(cmd, arg);
-	(void)shim_fd_get(fd);
-	return REAL(fcntl)(fd, cmd, arg);
+	s = shim_fd_get(fd);
+	if (likely(!maybe_rdma(s)))
+		return REAL(fcntl)(fd, cmd, arg);
+	return fcntl_slow(fd, s, cmd, arg);
 }
 
 SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 {
+	struct shim_sock *s;
 	void *arg;
 
 	VA_ONE_ARG(cmd, arg);
-	(void)shim_fd_get(fd);
-	return REAL(fcntl64)(fd, cmd, arg);
+	s = shim_fd_get(fd);
+	if (likely(!maybe_rdma(s)))
+		return REAL(fcntl64)(fd, cmd, arg);
+	return fcntl_slow(fd, s, cmd, arg);
+}
+
+/* Bytes readable now on an RDMA fd: peek without consuming. */
+static int rdma_inq(struct shim_sock *s)
+{
+	size_t cap = 4u << 20;
+	char *buf = malloc(cap);
+	struct iovec v = { .iov_base = buf, .iov_len = cap };
+	ssize_t r;
+
+	if (!buf)
+		return -ENOMEM;
+	r = shim_rdma_recvv(s, &v, 1, MSG_PEEK | MSG_DONTWAIT);
+	free(buf);
+	if (r == -EAGAIN)
+		return 0;
+	return (int)r;
+}
+
+static int ioctl_slow(int fd, struct shim_sock *s, unsigned long req, void *arg)
+{
+	int r;
+
+	if (req == FIONBIO && arg) {
+		int on = *(int *)arg;
+
+		if (s->kind == SHIM_SK_LISTEN) {
+			s->nonblock = on != 0;
+			return 0; /* the kernel fd stays non-blocking */
+		}
+		r = REAL(ioctl)(fd, req, arg);
+		if (r == 0)
+			s->nonblock = on != 0;
+		return r;
+	}
+	if (s->kind == SHIM_SK_RDMA && (req == FIONREAD || req == SIOCOUTQ)) {
+		if (!arg) {
+			errno = EFAULT;
+			return -1;
+		}
+		if (req == SIOCOUTQ) {
+			*(int *)arg = 0; /* rsockets does not expose it */
+			return 0;
+		}
+		shim_sock_get(s);
+		r = rdma_inq(s);
+		shim_sock_put(s);
+		if (r < 0)
+			return (int)shim_ret(r);
+		*(int *)arg = r;
+		return 0;
+	}
+	return REAL(ioctl)(fd, req, arg);
 }
 
 SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
+	struct shim_sock *s;
 	void *arg;
 
 	VA_ONE_ARG(req, arg);
-	(void)shim_fd_get(fd);
-	return REAL(ioctl)(fd, req, arg);
+	s = shim_fd_get(fd);
+	if (likely(!maybe_rdma(s)))
+		return REAL(ioctl)(fd, req, arg);
+	return ioctl_slow(fd, s, req, arg);
 }

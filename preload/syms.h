@@ -13,6 +13,7 @@
 
 #define SHIM_SYMS(X)                                                           \
 	X(socket)                                                              \
+	X(socketpair)                                                          \
 	X(bind)                                                                \
 	X(listen)                                                              \
 	X(accept)                                                              \

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rsocket_glue: the only code that talks to librdmacm.  Every function
+ * returns a value >= 0 or -errno, and brackets its librdmacm calls with
+ * shim_enter_lib()/shim_leave_lib() so that what librdmacm itself calls
+ * (poll, close, socket...) reaches libc untouched.
+ */
+#ifndef SHIM_GLUE_H
+#define SHIM_GLUE_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "config.h"
+
+/* Is there an RDMA device and an rdma_cm to reach it? (cached) */
+bool sg_available(void);
+
+/*
+ * Client rendezvous: an rsocket connected to dst (AF_INET/AF_INET6, v4-mapped
+ * already unmapped by the caller) within timeout_ms.  Returns the rsocket in
+ * blocking mode, or -errno (the caller falls back to TCP).
+ */
+int sg_connect(const struct sockaddr *dst, socklen_t len, int timeout_ms);
+
+/* Server: an rsocket listening on addr (port already offset); non-blocking. */
+int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog);
+
+/* A pending connection on a listening rsocket, or -EAGAIN.  Blocking mode. */
+int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len);
+
+int sg_close(int rs);
+int sg_shutdown(int rs, int how);
+int sg_set_nonblock(int rs, bool nonblock);
+int sg_getsockname(int rs, struct sockaddr *addr, socklen_t *len);
+int sg_getpeername(int rs, struct sockaddr *addr, socklen_t *len);
+
+ssize_t sg_recv(int rs, void *buf, size_t len, int flags);
+ssize_t sg_send(int rs, const void *buf, size_t len, int flags);
+ssize_t sg_recvv(int rs, const struct iovec *iov, int iovcnt, int flags);
+ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags);
+
+/* rpoll over a mix of rsockets and kernel fds; timeout 0 or -1 only. */
+int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms);
+/*
+ * The same with any timeout.  rsockets v44.0's rpoll leaks its poll gate
+ * when a finite timeout expires (every later blocking rpoll then spins), so
+ * a finite wait is rpoll(-1) over the set plus a timerfd.  Returns like
+ * poll(): the number of entries with revents, 0 on timeout, or -errno.
+ */
+int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms);
+
+/* The kernel fd that turns readable when a listening rsocket has a
+ * connection to accept (its accept queue), or -1.  Lets listeners be
+ * polled by the kernel alone (rpoll on a listener can lag by seconds). */
+int sg_listen_pollfd(int lrs);
+
+/* Socket options, mapped onto what rsockets can honour (opts.c). */
+int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len);
+int sg_getsockopt(int rs, int level, int name, void *val, socklen_t *len);
+/* Apply the ERDMA_SHIM_* tunables to a fresh rsocket (before connect/listen). */
+int sg_apply_tunables(int rs, const struct shim_config *c);
+
+/* Negative cache of peers with no RDMA listener (negcache.c). */
+bool sg_negcache_hit(const struct sockaddr *dst, unsigned int ttl_s);
+void sg_negcache_add(const struct sockaddr *dst);
+void sg_negcache_clear(void);
+
+#endif

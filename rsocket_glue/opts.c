@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/* Socket options and ERDMA_SHIM_* tunables mapped onto rsockets. */
+#include "glue.h"
+#include "shim.h"
+#include "log.h"
+
+#include <rdma/rsocket.h>
+#include <string.h>
+
+static int rset(int rs, int level, int name, unsigned int v)
+{
+	int r;
+
+	shim_enter_lib();
+	r = rsetsockopt(rs, level, name, &v, sizeof(v));
+	if (r < 0)
+		r = -errno;
+	shim_leave_lib();
+	return r;
+}
+
+int sg_apply_tunables(int rs, const struct shim_config *c)
+{
+	static const struct {
+		size_t off;
+		int level, name;
+		const char *what;
+	} map[] = {
+		{ offsetof(struct shim_config, sndbuf), SOL_SOCKET, SO_SNDBUF,
+		  "ERDMA_SHIM_SNDBUF" },
+		{ offsetof(struct shim_config, rcvbuf), SOL_SOCKET, SO_RCVBUF,
+		  "ERDMA_SHIM_RCVBUF" },
+		{ offsetof(struct shim_config, sq_size), SOL_RDMA, RDMA_SQSIZE,
+		  "ERDMA_SHIM_SQ_SIZE" },
+		{ offsetof(struct shim_config, rq_size), SOL_RDMA, RDMA_RQSIZE,
+		  "ERDMA_SHIM_RQ_SIZE" },
+		{ offsetof(struct shim_config, inline_size), SOL_RDMA,
+		  RDMA_INLINE, "ERDMA_SHIM_INLINE" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++) {
+		unsigned int v = *(const unsigned int *)((const char *)c + map[i].off);
+		int r;
+
+		if (!v)
+			continue;
+		r = rset(rs, map[i].level, map[i].name, v);
+		if (r < 0) {
+			/* A tunable the device refuses is not worth losing
+			 * RDMA over: say so once per socket and go on. */
+			shim_warn("%s=%u refused by rsockets (%s)", map[i].what,
+				  v, strerror(-r));
+		}
+	}
+	return 0;
+}
+
+int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len)
+{
+	int r;
+
+	shim_enter_lib();
+	r = rsetsockopt(rs, level, name, val, len);
+	if (r < 0)
+		r = -errno;
+	shim_leave_lib();
+	return r;
+}
+
+int sg_getsockopt(int rs, int level, int name, void *val, socklen_t *len)
+{
+	int r;
+
+	shim_enter_lib();
+	r = rgetsockopt(rs, level, name, val, len);
+	if (r < 0)
+		r = -errno;
+	shim_leave_lib();
+	return r;
+}

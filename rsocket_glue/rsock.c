@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rendezvous and data path over rsockets.  Thin on purpose: the semantics
+ * (fallback, addresses, readiness) live in preload/; this file only turns
+ * librdmacm's errno convention into -errno and keeps librdmacm's own libc
+ * calls out of the shim.
+ */
+#include "glue.h"
+#include "shim.h"
+#include "log.h"
+
+#include <rdma/rsocket.h>
+#include <infiniband/verbs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
+
+#define LIB_CALL(expr)                                                         \
+	({                                                                     \
+		long r_;                                                       \
+		shim_enter_lib();                                              \
+		r_ = (long)(expr);                                             \
+		if (r_ < 0)                                                    \
+			r_ = -errno;                                           \
+		shim_leave_lib();                                              \
+		r_;                                                            \
+	})
+
+static int avail_state; /* 0 unknown, 1 yes, -1 no */
+
+bool sg_available(void)
+{
+	int st = __atomic_load_n(&avail_state, __ATOMIC_ACQUIRE);
+	struct ibv_device **list;
+	struct stat sb;
+	int n = 0;
+
+	if (likely(st))
+		return st > 0;
+	/* Cheap checks first: no rdma_cm node means no RDMA for sure. */
+	if (stat("/dev/infiniband/rdma_cm", &sb) == 0) {
+		shim_enter_lib();
+		list = ibv_get_device_list(&n);
+		if (list)
+			ibv_free_device_list(list);
+		shim_leave_lib();
+	}
+	st = n > 0 ? 1 : -1;
+	__atomic_store_n(&avail_state, st, __ATOMIC_RELEASE);
+	shim_info("RDMA %s (%d device%s)", st > 0 ? "available" : "not available",
+		  n, n == 1 ? "" : "s");
+	return st > 0;
+}
+
+/* Wait for a non-blocking rconnect to finish; 0 or -errno. */
+static int wait_connected(int rs, int timeout_ms)
+{
+	struct pollfd p = { .fd = rs, .events = POLLOUT };
+	int err = 0, r;
+	socklen_t elen = sizeof(err);
+
+	r = sg_wait(&p, 1, timeout_ms);
+	if (r == 0)
+		return -ETIMEDOUT;
+	if (r < 0)
+		return r;
+	r = (int)LIB_CALL(rgetsockopt(rs, SOL_SOCKET, SO_ERROR, &err, &elen));
+	if (r < 0)
+		return r;
+	if (err)
+		return -err;
+	if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+		return -ECONNREFUSED;
+	return 0;
+}
+
+int sg_connect(const struct sockaddr *dst, socklen_t len, int timeout_ms)
+{
+	int rs, r;
+
+	rs = (int)LIB_CALL(rsocket(dst->sa_family, SOCK_STREAM, 0));
+	if (rs < 0)
+		return rs;
+	r = sg_apply_tunables(rs, &shim_cfg);
+	if (r == 0)
+		r = sg_set_nonblock(rs, true);
+	if (r == 0) {
+		r = (int)LIB_CALL(rconnect(rs, dst, len));
+		if (r == -EINPROGRESS)
+			r = wait_connected(rs, timeout_ms);
+	}
+	if (r == 0)
+		r = sg_set_nonblock(rs, false);
+	if (r < 0) {
+		sg_close(rs);
+		return r;
+	}
+	return rs;
+}
+
+/*
+ * Listening rsocket -> its accept-queue fd.  rlisten() creates that queue as
+ * its first socketpair(); the shim's socketpair() hands it to us through
+ * shim_pair_capture while rlisten runs on this thread.
+ */
+#define MAX_LISTEN_RS 65536 /* rsocket indexes are below this */
+static int listen_pollfd[MAX_LISTEN_RS];
+
+int sg_listen_pollfd(int lrs)
+{
+	if (lrs < 0 || lrs >= MAX_LISTEN_RS)
+		return -1;
+	return listen_pollfd[lrs] - 1; /* stored +1: 0 means none */
+}
+
+int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog)
+{
+	int rs, r, one = 1, qfd = -1;
+
+	rs = (int)LIB_CALL(rsocket(addr->sa_family, SOCK_STREAM, 0));
+	if (rs < 0)
+		return rs;
+	if (rs >= MAX_LISTEN_RS) {
+		sg_close(rs);
+		return -EMFILE;
+	}
+	r = sg_apply_tunables(rs, &shim_cfg);
+	/* Non-blocking before rlisten: the accept queue inherits it. */
+	if (r == 0)
+		r = sg_set_nonblock(rs, true);
+	if (r == 0)
+		r = (int)LIB_CALL(rsetsockopt(rs, SOL_SOCKET, SO_REUSEADDR, &one,
+					      sizeof(one)));
+	if (r == 0)
+		r = (int)LIB_CALL(rbind(rs, addr, len));
+	if (r == 0) {
+		shim_pair_capture = &qfd;
+		r = (int)LIB_CALL(rlisten(rs, backlog));
+		shim_pair_capture = NULL;
+	}
+	if (r == 0 && qfd < 0)
+		r = -EPROTO; /* not the rsockets we know: stay on TCP */
+	if (r < 0) {
+		sg_close(rs);
+		return r;
+	}
+	listen_pollfd[rs] = qfd + 1;
+	return rs;
+}
+
+int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len)
+{
+	int rs = (int)LIB_CALL(raccept(lrs, peer, len));
+
+	if (rs == -EWOULDBLOCK)
+		return -EAGAIN;
+	if (rs < 0)
+		return rs;
+	/* raccept hands back a socket that inherits nothing we rely on:
+	 * make its mode explicit. */
+	sg_set_nonblock(rs, false);
+	return rs;
+}
+
+int sg_close(int rs)
+{
+	if (rs >= 0 && rs < MAX_LISTEN_RS)
+		listen_pollfd[rs] = 0;
+	return (int)LIB_CALL(rclose(rs));
+}
+
+int sg_shutdown(int rs, int how)
+{
+	return (int)LIB_CALL(rshutdown(rs, how));
+}
+
+int sg_set_nonblock(int rs, bool nonblock)
+{
+	long fl = LIB_CALL(rfcntl(rs, F_GETFL));
+
+	if (fl < 0)
+		return (int)fl;
+	fl = nonblock ? (fl | O_NONBLOCK) : (fl & ~(long)O_NONBLOCK);
+	return (int)LIB_CALL(rfcntl(rs, F_SETFL, (int)fl));
+}
+
+int sg_getsockname(int rs, struct sockaddr *addr, socklen_t *len)
+{
+	return (int)LIB_CALL(rgetsockname(rs, addr, len));
+}
+
+int sg_getpeername(int rs, struct sockaddr *addr, socklen_t *len)
+{
+	return (int)LIB_CALL(rgetpeername(rs, addr, len));
+}
+
+ssize_t sg_recv(int rs, void *buf, size_t len, int flags)
+{
+	return LIB_CALL(rrecv(rs, buf, len, flags));
+}
+
+ssize_t sg_send(int rs, const void *buf, size_t len, int flags)
+{
+	return LIB_CALL(rsend(rs, buf, len, flags));
+}
+
+ssize_t sg_recvv(int rs, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr m = { .msg_iov = (struct iovec *)iov,
+			    .msg_iovlen = (size_t)iovcnt };
+
+	return LIB_CALL(rrecvmsg(rs, &m, flags));
+}
+
+ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr m = { .msg_iov = (struct iovec *)iov,
+			    .msg_iovlen = (size_t)iovcnt };
+
+	return LIB_CALL(rsendmsg(rs, &m, flags));
+}
+
+int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
+{
+	return (int)LIB_CALL(rpoll(fds, nfds, timeout_ms < 0 ? -1 : 0));
+}
+
+int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms)
+{
+	struct itimerspec its = { 0 };
+	struct pollfd stack[32], *all = stack;
+	int tfd, r;
+
+	if (timeout_ms <= 0)
+		return sg_poll(fds, nfds, timeout_ms);
+	r = sg_poll(fds, nfds, 0);
+	if (r != 0)
+		return r;
+	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (tfd < 0)
+		return -errno;
+	its.it_value.tv_sec = timeout_ms / 1000;
+	its.it_value.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+	timerfd_settime(tfd, 0, &its, NULL);
+	if (nfds + 1 > ARRAY_SIZE(stack)) {
+		all = malloc((nfds + 1) * sizeof(*all));
+		if (!all) {
+			REAL(close)(tfd);
+			return -ENOMEM;
+		}
+	}
+	memcpy(all, fds, nfds * sizeof(*fds));
+	all[nfds] = (struct pollfd){ .fd = tfd, .events = POLLIN };
+	r = sg_poll(all, nfds + 1, -1);
+	if (r > 0) {
+		memcpy(fds, all, nfds * sizeof(*fds));
+		if (all[nfds].revents)
+			r--; /* the timer is ours, not the caller's */
+	}
+	if (all != stack)
+		free(all);
+	REAL(close)(tfd);
+	return r;
+}
