@@ -23,8 +23,10 @@ SHIM_SYMS(SHIM_DEFINE_REAL)
 int shim_init_state;
 __thread int shim_lib_depth;
 __thread int *shim_pair_capture;
+__thread bool shim_svc_guard;
 struct shim_config shim_cfg;
 struct shim_sock shim_internal_sock = { .kind = SHIM_SK_INTERNAL };
+struct shim_sock shim_svc_sock = { .kind = SHIM_SK_SVC };
 
 static __thread bool in_init; /* this thread is running init */
 

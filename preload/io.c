@@ -243,8 +243,11 @@ SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	if (likely(!IS_RDMA(s)))
+	if (likely(!IS_RDMA(s))) {
+		if (unlikely(s == &shim_svc_sock))
+			return shim_svc_write(fd, buf, n);
 		return REAL(write)(fd, buf, n);
+	}
 	return RDMA_CALL(s, send1(s, buf, n, 0));
 }
 

@@ -10,4 +10,7 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			int flags);
 
+/* svc.c */
+ssize_t shim_svc_write(int fd, const void *buf, size_t n);
+
 #endif

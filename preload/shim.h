@@ -75,6 +75,9 @@ static inline bool shim_in_lib(void) { return shim_lib_depth != 0; }
  * this thread stores its first fd here. */
 extern __thread int *shim_pair_capture;
 
+/* Set by rsocket_glue around rconnect/raccept: see preload/svc.c. */
+extern __thread bool shim_svc_guard;
+
 /* Set errno from an internal -errno result; return -1 or the value. */
 static inline long shim_ret(long r)
 {

@@ -32,13 +32,15 @@ void shim_sock_attach(struct shim_sock *s, int kind, int rs)
 
 void shim_sock_put(struct shim_sock *s)
 {
-	if (s == &shim_internal_sock)
+	if (shim_sock_is_sentinel(s))
 		return;
 	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	if (s->epset)
 		shim_epoll_free(s->epset);
 	if (s->rs >= 0) {
+		if (s->kind == SHIM_SK_LISTEN)
+			__atomic_sub_fetch(&live_listeners, 1, __ATOMIC_RELAXED);
 		sg_close(s->rs);
 		__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 	}
@@ -51,9 +53,10 @@ struct shim_sock *shim_sock_ref(int fd)
 
 	/* A close() racing with this lookup is the program's own race, as
 	 * with the kernel; the reference keeps the object valid for us. */
-	if (s && s != &shim_internal_sock)
-		shim_sock_get(s);
-	return s == &shim_internal_sock ? NULL : s;
+	if (!s || shim_sock_is_sentinel(s))
+		return NULL;
+	shim_sock_get(s);
+	return s;
 }
 
 static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };

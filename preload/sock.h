@@ -24,6 +24,7 @@ enum shim_kind {
 	SHIM_SK_LISTEN,	      /* kernel listener plus an rsocket listener */
 	SHIM_SK_EPOLL,	      /* an epoll fd with RDMA registrations */
 	SHIM_SK_DEAD,	      /* inherited over fork: the kernel fd answers */
+	SHIM_SK_SVC,	      /* librdmacm's service-thread socket (see svc.c) */
 };
 
 struct shim_sock {
@@ -50,11 +51,19 @@ struct shim_sock {
 	uint64_t tx_bytes, rx_bytes;
 };
 
-/* The one object every internal fd maps to. */
+/* The one object every internal fd maps to, and the one that marks
+ * librdmacm's connect-service socket.  Neither is reference counted. */
 extern struct shim_sock shim_internal_sock;
+extern struct shim_sock shim_svc_sock;
+static inline bool shim_sock_is_sentinel(const struct shim_sock *s)
+{
+	return s == &shim_internal_sock || s == &shim_svc_sock;
+}
 
 /* Number of live RDMA and LISTEN socks: 0 keeps poll/select on libc. */
 extern int shim_rdma_socks;
+/* RDMA listeners alive (socket.c): rdma-core 44 copes with 3 at most. */
+extern int live_listeners;
 
 struct shim_sock *shim_sock_new(int kind, int family);
 static inline void shim_sock_get(struct shim_sock *s)

@@ -18,12 +18,12 @@ void shim_fd_install(int fd, struct shim_sock *s)
 {
 	struct shim_sock *stale;
 
-	if (s && s != &shim_internal_sock)
+	if (s && !shim_sock_is_sentinel(s))
 		__atomic_add_fetch(&s->fdrefs, 1, __ATOMIC_RELAXED);
 	stale = shim_fd_xchg(fd, s);
 	if (stale == &shim_internal_sock) {
 		shim_log_fd_changed(fd, true);
-	} else if (stale) {
+	} else if (stale && !shim_sock_is_sentinel(stale)) {
 		/* The last fd of a file takes its epoll registrations with
 		 * it, as the kernel does. */
 		if (!__atomic_sub_fetch(&stale->fdrefs, 1, __ATOMIC_ACQ_REL) &&
@@ -71,8 +71,12 @@ SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 	shim_ensure_init();
 	r = REAL(socketpair)(domain, type, protocol, sv);
-	if (unlikely(shim_pair_capture) && r == 0 && *shim_pair_capture < 0)
+	if (likely(!shim_in_lib()) || r != 0)
+		return r;
+	if (shim_pair_capture && *shim_pair_capture < 0)
 		*shim_pair_capture = sv[0];
+	else if (shim_svc_guard)
+		shim_fd_install(sv[0], &shim_svc_sock);
 	return r;
 }
 
@@ -86,6 +90,8 @@ SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	}
 	return REAL(bind)(fd, addr, len);
 }
+
+int live_listeners; /* RDMA listeners alive in this process */
 
 /* Add an rsocket listener beside the kernel one; 0 or -errno. */
 static int listen_rdma(int fd, struct shim_sock *s, int backlog)
@@ -111,9 +117,17 @@ static int listen_rdma(int fd, struct shim_sock *s, int backlog)
 			   (uint16_t)(port + shim_cfg.port_offset));
 	if (!sg_available())
 		return -ENODEV;
+	/* rdma-core 44's listen service thread has the stale-array bug of
+	 * its connect service (svc.c) once it holds a 4th listener. */
+	if (__atomic_add_fetch(&live_listeners, 1, __ATOMIC_RELAXED) > 3) {
+		__atomic_sub_fetch(&live_listeners, 1, __ATOMIC_RELAXED);
+		return -EMFILE;
+	}
 	lrs = sg_listen((struct sockaddr *)&laddr, alen, backlog);
-	if (lrs < 0)
+	if (lrs < 0) {
+		__atomic_sub_fetch(&live_listeners, 1, __ATOMIC_RELAXED);
 		return lrs;
+	}
 	/* The kernel listener runs non-blocking underneath so accept() can
 	 * wait on both listeners; the program keeps its own view (fcntl). */
 	fl = REAL(fcntl)(fd, F_GETFL);
@@ -349,7 +363,7 @@ static void share_fd(int oldfd, int newfd)
 {
 	struct shim_sock *s = shim_fd_get(oldfd);
 
-	if (s == &shim_internal_sock)
+	if (shim_sock_is_sentinel(s))
 		s = NULL; /* a copy of stderr is the program's own fd */
 	if (s)
 		shim_sock_get(s);

@@ -66,12 +66,14 @@ static void remember(struct shim_sock *s, int level, int name, const void *val,
 }
 
 /* Forward what rsockets honours on a live connection; the rest is kept by
- * the kernel socket alone (harmless: the QP has its own flow control). */
+ * the kernel socket alone (harmless: the QP has its own flow control).
+ * SO_KEEPALIVE is not forwarded: rsockets' keepalive service thread has the
+ * same stale-array bug as its connect service (svc.c). */
 static void forward(struct shim_sock *s, int level, int name, const void *val,
 		    socklen_t len)
 {
-	if ((level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_KEEPIDLE)) ||
-	    (level == SOL_SOCKET && (name == SO_KEEPALIVE || name == SO_LINGER)))
+	if ((level == IPPROTO_TCP && name == TCP_NODELAY) ||
+	    (level == SOL_SOCKET && name == SO_LINGER))
 		sg_setsockopt(s->rs, level, name, val, len);
 }
 

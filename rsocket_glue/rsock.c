@@ -87,7 +87,9 @@ int sg_connect(const struct sockaddr *dst, socklen_t len, int timeout_ms)
 	if (r == 0)
 		r = sg_set_nonblock(rs, true);
 	if (r == 0) {
+		shim_svc_guard = true;
 		r = (int)LIB_CALL(rconnect(rs, dst, len));
+		shim_svc_guard = false;
 		if (r == -EINPROGRESS)
 			r = wait_connected(rs, timeout_ms);
 	}
@@ -152,7 +154,11 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog)
 
 int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len)
 {
-	int rs = (int)LIB_CALL(raccept(lrs, peer, len));
+	int rs;
+
+	shim_svc_guard = true;
+	rs = (int)LIB_CALL(raccept(lrs, peer, len));
+	shim_svc_guard = false;
 
 	if (rs == -EWOULDBLOCK)
 		return -EAGAIN;
