@@ -40,7 +40,7 @@ void shim_sock_put(struct shim_sock *s)
 		shim_epoll_free(s->epset);
 	if (s->rs >= 0) {
 		if (s->kind == SHIM_SK_LISTEN)
-			__atomic_sub_fetch(&live_listeners, 1, __ATOMIC_RELAXED);
+			__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 		sg_close(s->rs);
 		__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 	}

@@ -63,7 +63,7 @@ static inline bool shim_sock_is_sentinel(const struct shim_sock *s)
 /* Number of live RDMA and LISTEN socks: 0 keeps poll/select on libc. */
 extern int shim_rdma_socks;
 /* RDMA listeners alive (socket.c): rdma-core 44 copes with 3 at most. */
-extern int live_listeners;
+extern int shim_live_listeners;
 
 struct shim_sock *shim_sock_new(int kind, int family);
 static inline void shim_sock_get(struct shim_sock *s)

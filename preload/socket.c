@@ -91,7 +91,7 @@ SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	return REAL(bind)(fd, addr, len);
 }
 
-int live_listeners; /* RDMA listeners alive in this process */
+int shim_live_listeners; /* RDMA listeners alive in this process */
 
 /* Add an rsocket listener beside the kernel one; 0 or -errno. */
 static int listen_rdma(int fd, struct shim_sock *s, int backlog)
@@ -119,13 +119,13 @@ static int listen_rdma(int fd, struct shim_sock *s, int backlog)
 		return -ENODEV;
 	/* rdma-core 44's listen service thread has the stale-array bug of
 	 * its connect service (svc.c) once it holds a 4th listener. */
-	if (__atomic_add_fetch(&live_listeners, 1, __ATOMIC_RELAXED) > 3) {
-		__atomic_sub_fetch(&live_listeners, 1, __ATOMIC_RELAXED);
+	if (__atomic_add_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED) > 3) {
+		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 		return -EMFILE;
 	}
 	lrs = sg_listen((struct sockaddr *)&laddr, alen, backlog);
 	if (lrs < 0) {
-		__atomic_sub_fetch(&live_listeners, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 		return lrs;
 	}
 	/* The kernel listener runs non-blocking underneath so accept() can
