@@ -225,13 +225,13 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 			return r < 0 ? -errno : r;
 		if (s->nonblock)
 			return -EAGAIN;
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-				       { .fd = s->rs, .events = POLLIN } };
-		r = sg_poll(p, 2, -1);
-		if (r < 0 && r != -EINTR)
-			return r;
-		if (r == -EINTR)
-			return -EINTR; /* accept is never restarted by us */
+		/* Both listeners are kernel fds here (the rsocket's accept
+		 * queue): rpoll on a listening rsocket can lag by seconds. */
+		struct pollfd p[2] = {
+			{ .fd = fd, .events = POLLIN },
+			{ .fd = sg_listen_pollfd(s->rs), .events = POLLIN } };
+		if (REAL(poll)(p, 2, -1) < 0)
+			return -errno; /* EINTR: accept is not restarted */
 	}
 }
 

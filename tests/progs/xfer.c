@@ -15,6 +15,7 @@
  *                        poll
  *       --hold FILE      when done, wait (<= 60 s) until FILE exists
  *       --seed N
+ *       --timing         print each connect()'s duration on stderr
  *
  * Per connection the client sends a header {size, seed, dir}; data is a
  * xorshift stream from the seed; each side checks the FNV-1a of what it
@@ -56,6 +57,7 @@ static int conns = 1, mode_epoll, mode_poll;
 static uint64_t size = 1 << 20, seed0 = 42;
 static uint32_t dir = DIR_UP | DIR_DOWN;
 static const char *hold;
+static int timing; /* --timing: connect() durations on stderr */
 
 static void die(const char *what)
 {
@@ -496,8 +498,11 @@ static int client(const char *addr, const char *port)
 		int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC |
 				(mode_epoll || mode_poll ? SOCK_NONBLOCK : 0), 0);
 
+		struct timespec t0, t1;
+
 		if (fd < 0)
 			die("socket");
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
 			struct pollfd p = { .fd = fd, .events = POLLOUT };
 			int err = 0;
@@ -513,6 +518,11 @@ static int client(const char *addr, const char *port)
 				die("connect (SO_ERROR)");
 			}
 		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (timing)
+			fprintf(stderr, "connect %d: %ld us\n", i,
+				(t1.tv_sec - t0.tv_sec) * 1000000L +
+					(t1.tv_nsec - t0.tv_nsec) / 1000);
 		conn_init(&cs[i], fd, false, i);
 	}
 	if (mode_epoll || mode_poll) {
@@ -561,6 +571,8 @@ int main(int argc, char **argv)
 			size = parse_size(v), i++;
 		else if (!strcmp(o, "--seed"))
 			seed0 = strtoull(v, NULL, 10), i++;
+		else if (!strcmp(o, "--timing"))
+			timing = 1;
 		else if (!strcmp(o, "--hold"))
 			hold = v, i++;
 		else if (!strcmp(o, "--dir")) {

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Fallback: every connection that can't go over RDMA keeps working over TCP,
+# and is proven to have fallen back (no QP in either process, and the shim's
+# own account of why).  Also: ERDMA_SHIM=require refuses instead, and the
+# negative cache makes the next connect to a peer without an RDMA listener
+# skip the rsocket probe.
+. "$(dirname "$0")/lib/common.bash"
+
+# pair NAME SERVER-ENV CLIENT-ENV [client args]: a held 2-connection
+# transfer; prints "server_qps client_qps".
+pair() {
+	local name=$1 senv=$2 cenv=$3; shift 3
+	local d=$WORK/$name hold=$WORK/$name.hold
+	mkdir -p "$d"
+	bg "$d/server" env $senv timeout 120 "$XFER" server "$IP0" 0 --conns 2 --hold "$hold"
+	local spid=$BG_PID
+	wait_for "$d/server" '^ready ' 20
+	bg "$d/client" env $cenv timeout 120 "$XFER" client "$IP0" "$(port_of "$d/server")" \
+		--conns 2 --size 1M --timing --hold "$hold" "$@"
+	local cpid=$BG_PID
+	wait_for "$d/client" '^holding' 100
+	wait_for "$d/server" '^holding' 20
+	local q="$(qps "$spid") $(qps "$cpid")"
+	touch "$hold"
+	wait "$cpid" || fail "$name: client failed: $(cat "$d/client")"
+	wait "$spid" || fail "$name: server failed: $(cat "$d/server")"
+	grep -q '0 mismatched' "$d/client" || fail "$name: data mismatch"
+	echo "$q"
+}
+
+S="LD_PRELOAD=$PRELOAD ERDMA_SHIM_LOG=debug"
+P="ERDMA_SHIM=off"
+
+# 1. shimmed client -> plain server (no RDMA listener there)
+q=$(pair plain-server "$P" "$S")
+[ "$q" = "0 0" ] || fail "shimmed client -> plain server: QPs $q"
+grep -q 'TCP (rsocket connect failed' "$WORK/plain-server/client" ||
+	fail "client did not say why it fell back: $(cat "$WORK/plain-server/client")"
+grep -q 'TCP (negative cache' "$WORK/plain-server/client" ||
+	fail "second connect to the same peer probed again"
+t1=$(awk '/^connect 0:/{print $3}' "$WORK/plain-server/client")
+t2=$(awk '/^connect 1:/{print $3}' "$WORK/plain-server/client")
+echo "PASS shimmed client -> plain server: TCP, first connect ${t1}us (probe), second ${t2}us (negative cache)"
+figure "fallback connect: first ${t1} us with rsocket probe, second ${t2} us from the negative cache"
+[ "$t2" -lt "$t1" ] || fail "the negative cache did not make the second connect cheaper"
+
+# 2. plain client -> shimmed server: the server's kernel listener serves it
+q=$(pair plain-client "$S" "$P")
+[ "$q" = "0 0" ] || fail "plain client -> shimmed server: QPs $q"
+grep -q 'listening on TCP and RDMA' "$WORK/plain-client/server" || fail "server was not shimmed"
+echo "PASS plain client -> shimmed server: TCP"
+
+# 3. a destination excluded by ERDMA_SHIM_DENY
+q=$(pair deny "$S" "$S ERDMA_SHIM_DENY=$IP0/32")
+[ "$q" = "0 0" ] || fail "denied destination: QPs $q"
+grep -q 'TCP (destination not allowed' "$WORK/deny/client" || fail "deny not reported"
+echo "PASS ERDMA_SHIM_DENY=$IP0/32: TCP"
+
+# 4. the same pair, allowed: RDMA (so 1-3 really tested the fallback)
+q=$(pair allowed "$S" "$S ERDMA_SHIM_ALLOW=$IP0/32")
+read -r sq cq <<<"$q"
+[ "$sq" -gt 0 ] && [ "$cq" -gt 0 ] || fail "allowed destination not on RDMA: QPs $q"
+echo "PASS ERDMA_SHIM_ALLOW=$IP0/32: RDMA (QPs $q)"
+
+# 5. ERDMA_SHIM=require against a plain server: connect fails, no TCP
+d=$WORK/require; mkdir -p "$d"
+bg "$d/server" timeout 60 "$XFER" server "$IP0" 0 --conns 1
+wait_for "$d/server" '^ready ' 20
+set +e
+LD_PRELOAD=$PRELOAD ERDMA_SHIM=require timeout 60 "$XFER" client "$IP0" \
+	"$(port_of "$d/server")" --size 1 >"$d/client" 2>&1
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "require: client exit $rc, expected 2 (connect refused): $(cat "$d/client")"
+grep -q 'connect: Connection refused' "$d/client" || fail "require: $(cat "$d/client")"
+grep -q 'RDMA required but' "$d/client" || fail "require: no warning line"
+echo "PASS ERDMA_SHIM=require -> plain server: connect refused, nothing sent over TCP"
+echo "RESULT: 5 fallback cases behave as specified"

@@ -1,0 +1,64 @@
+# Shared by the RDMA suite (sourced, not run).  Every wait is bounded; a
+# server is "up" when it printed its ready line, not after a sleep.
+set -eu
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+PROGS=${TESTBIN:-$ROOT/build/tests/progs}
+XFER=$PROGS/xfer
+SHIM_LIB=${SHIM:-$ROOT/liberdma_shim.so}
+PRELOAD=${SHIM_PRELOAD:-$SHIM_LIB}
+IP0=${ERDMA_BED_IP0:-192.168.77.1}
+IP1=${ERDMA_BED_IP1:-192.168.77.2}
+WORK=$(mktemp -d /tmp/erdma-rdma.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# wait_for FILE REGEX [SECONDS]: until a line matching REGEX is in FILE.
+wait_for() {
+	local i n=$(( ${3:-20} * 20 ))
+	for ((i = 0; i < n; i++)); do
+		grep -qE "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "--- $1:"; cat "$1" 2>/dev/null || true
+	fail "no '$2' in $1 within ${3:-20}s"
+}
+
+# bg LOG CMD...: start CMD in the background, its output in LOG; sets BG_PID.
+bg() {
+	local log=$1; shift
+	"$@" >"$log" 2>&1 &
+	BG_PID=$!
+	PIDS+=("$BG_PID")
+}
+
+# shimmed CMD...: CMD with the shim preloaded.
+shimmed() { LD_PRELOAD=$PRELOAD "$@"; }
+
+# qps PID: RC QPs owned by PID, its descendants (timeout, env wrappers) or
+# any of their threads (rdma res names the thread that created a QP, e.g.
+# rsockets' accept thread).
+tree() { # PID and its descendants
+	local c
+	echo "$1"
+	for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$c"; done
+}
+qps() {
+	local pid=$1 tids p
+	tids=$(for p in $(tree "$pid"); do ls /proc/"$p"/task 2>/dev/null; done | tr '\n' '|')
+	tids=${tids%|}
+	[ -n "$tids" ] || { echo 0; return; }
+	rdma res show qp 2>/dev/null | grep -E "type RC" |
+		grep -cE " pid ($tids) " || true
+}
+
+# port_of LOG: the port a server printed ("ready PORT").
+port_of() { awk '/^ready /{print $2; exit}' "$1"; }
+
+# Print a figure the runner echoes into the suite output.
+figure() { echo "FIGURE: $*"; }
