@@ -109,7 +109,7 @@ check-unit: all
 	tests/lib/runner.sh --suite unit $(UNITS)
 
 check-host: all
-	SANITIZE=$(SANITIZE) tests/lib/runner.sh --suite host --timeout 180 tests/host/*.sh
+	SANITIZE=$(SANITIZE) tests/lib/runner.sh --suite host --timeout 180 tests/host/[0-9]*.sh
 
 check-rdma: all
 	SANITIZE=$(SANITIZE) tests/vm/check-rdma

@@ -266,6 +266,32 @@ static void say(shim_report_fn report, void *arg, const char *msg,
 		report(msg, invalid, arg);
 }
 
+/* A value shown in a message: printable bytes as they are, others escaped,
+ * so a value can never split or forge a log line; at most 64 bytes shown. */
+static void shown(const char *v, char *out, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0, i;
+
+	for (i = 0; v[i] && i < 64 && o + 5 < len; i++) {
+		unsigned char c = (unsigned char)v[i];
+
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	if (v[i] && o + 4 <= len) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o] = '\0';
+}
+
 static const struct var *find_var(const char *name, size_t nlen)
 {
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
@@ -291,18 +317,23 @@ int shim_config_parse(struct shim_config *c, char *const *envp,
 		nlen = (int)(eq - e);
 		v = find_var(e, (size_t)nlen);
 		if (!v) {
+			char name[80], raw[65];
+
 			/* A typo must not pass silently, but it is harmless. */
-			snprintf(msg, sizeof(msg),
-				 "unknown variable %.*s ignored", nlen > 64 ? 64 : nlen, e);
+			snprintf(raw, sizeof(raw), "%.*s", nlen > 64 ? 64 : nlen, e);
+			shown(raw, name, sizeof(name));
+			snprintf(msg, sizeof(msg), "unknown variable %s ignored", name);
 			say(report, arg, msg, false);
 			problems++;
 			continue;
 		}
 		if (apply(c, v, eq + 1)) {
+			char val[96];
+
+			shown(eq + 1, val, sizeof(val));
 			snprintf(msg, sizeof(msg),
-				 "%s='%.64s%s' is invalid (expected %s); running on TCP only",
-				 v->name, eq + 1, strlen(eq + 1) > 64 ? "..." : "",
-				 v->expect);
+				 "%s='%s' is invalid (expected %s); running on TCP only",
+				 v->name, val, v->expect);
 			say(report, arg, msg, true);
 			c->invalid = true;
 			problems++;

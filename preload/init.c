@@ -65,6 +65,7 @@ static void do_init(void)
 	char desc[512];
 
 	resolve_symbols();
+	shim_log_start();
 	read_config();
 	shim_log_open(&shim_cfg);
 	if (shim_fdtable_init(1u << 22))

@@ -5,18 +5,43 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 int shim_log_level = SHIM_LOG_WARN;
 
 /*
- * Where the log goes: fd 2 by default (and only while the program has not
- * closed it), or a file we opened ourselves with O_CLOEXEC.  A program that
- * closes our file (closefrom after fork, say) just turns that log off.
+ * Where the log goes: fd 2 by default, or a file we opened ourselves with
+ * O_CLOEXEC.  Either way, a line is written only while that fd is still the
+ * file it was when logging started (same device and inode): fd 2 may have
+ * been closed where the shim cannot see it (fclose(stderr) closes it inside
+ * libc, a socket-activated child starts without it) and then reused by a
+ * socket or a file of the program, which must never receive our text.
  */
 static int log_fd = 2;
 static bool log_enabled = true;
+static dev_t log_dev;
+static ino_t log_ino;
 static char log_path[SHIM_PATH_MAX];
+
+static void remember_target(void)
+{
+	struct stat sb;
+
+	log_enabled = fstat(log_fd, &sb) == 0;
+	if (log_enabled) {
+		log_dev = sb.st_dev;
+		log_ino = sb.st_ino;
+	}
+}
+
+static bool target_unchanged(void)
+{
+	struct stat sb;
+
+	return fstat(log_fd, &sb) == 0 && sb.st_dev == log_dev &&
+	       sb.st_ino == log_ino;
+}
 
 static void expand_path(const char *tmpl, char *out, size_t len)
 {
@@ -37,6 +62,11 @@ static void expand_path(const char *tmpl, char *out, size_t len)
 	out[o] = '\0';
 }
 
+void shim_log_start(void)
+{
+	remember_target(); /* fd 2, as it is at start-up */
+}
+
 void shim_log_open(const struct shim_config *c)
 {
 	shim_log_level = c->log_level;
@@ -49,7 +79,9 @@ void shim_log_open(const struct shim_config *c)
 		shim_log_write(SHIM_LOG_WARN,
 			       "ERDMA_SHIM_LOG_FILE: cannot open '%s' (%s); logging to stderr",
 			       log_path, strerror(errno));
+		return;
 	}
+	remember_target();
 }
 
 void shim_log_fd_changed(int fd, bool closed)
@@ -57,7 +89,7 @@ void shim_log_fd_changed(int fd, bool closed)
 	if (fd != log_fd)
 		return;
 	if (fd == 2 && !closed)
-		log_enabled = true; /* the program's new stderr: fair game */
+		remember_target(); /* the program's new stderr: fair game */
 	else
 		log_enabled = false;
 }
@@ -69,7 +101,7 @@ void shim_log_write(int level, const char *fmt, ...)
 	int saved = errno, n, m;
 	va_list ap;
 
-	if (!log_enabled || log_fd < 0)
+	if (!log_enabled || log_fd < 0 || !target_unchanged())
 		return;
 	n = snprintf(buf, sizeof(buf), "liberdma_shim[%d] %s: ", (int)getpid(),
 		     tag[level & 3]);

@@ -6,6 +6,9 @@
 
 extern int shim_log_level;
 
+/* Start logging to fd 2 (before the configuration is read: its errors are
+ * logged), then apply the configuration's level and file. */
+void shim_log_start(void);
 void shim_log_open(const struct shim_config *c);
 void shim_log_write(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

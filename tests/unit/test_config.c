@@ -86,6 +86,21 @@ static void test_invalid_is_one_clear_line(void **st)
 	assert_non_null(strstr(last_msg, "ERDMA_SHIM_PORT_OFFSET="));
 }
 
+/* A value can't split or forge a log line: control bytes come out escaped. */
+static void test_value_escaped(void **st)
+{
+	struct shim_config c;
+
+	(void)st;
+	assert_int_equal(parse1(&c, "ERDMA_SHIM=a\nliberdma_shim[1] info: x\r\x1b"), 1);
+	assert_null(strchr(last_msg, '\n'));
+	assert_null(strchr(last_msg, '\r'));
+	assert_null(strchr(last_msg, '\x1b'));
+	assert_non_null(strstr(last_msg, "ERDMA_SHIM='a\\x0aliberdma_shim[1] info: x\\x0d\\x1b'"));
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_\x01X=1"), 1);
+	assert_null(strchr(last_msg, '\x01'));
+}
+
 static void test_unknown_name_warns_only(void **st)
 {
 	struct shim_config c;
@@ -251,6 +266,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_modes_and_levels),
 		cmocka_unit_test(test_invalid_is_one_clear_line),
+		cmocka_unit_test(test_value_escaped),
 		cmocka_unit_test(test_unknown_name_warns_only),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_log_file),
