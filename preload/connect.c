@@ -141,7 +141,10 @@ static int connect_slow(int fd, struct shim_sock *s, const struct sockaddr *addr
 	shim_dbg("fd %d -> %s: RDMA", fd, addr_str(&dst, abuf, sizeof(abuf)));
 	/* A non-blocking connect reports "in progress" and then "writable",
 	 * as a kernel connect over a network would. */
-	return s->nonblock ? -EINPROGRESS : 0;
+	if (!s->nonblock)
+		return 0;
+	s->connect_pending = true;
+	return -EINPROGRESS;
 }
 
 SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
@@ -152,6 +155,11 @@ SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	if (likely(!s || s->kind == SHIM_SK_INTERNAL))
 		return REAL(connect)(fd, addr, len);
 	if (s->kind == SHIM_SK_RDMA) {
+		/* After EINPROGRESS the kernel answers the next connect with
+		 * 0 (the completion), and EISCONN from then on. */
+		if (__atomic_exchange_n(&s->connect_pending, false,
+					__ATOMIC_RELAXED))
+			return 0;
 		errno = EISCONN;
 		return -1;
 	}

@@ -26,6 +26,7 @@
 #include "glue.h"
 #include "log.h"
 #include "sock.h"
+#include "io_int.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -79,6 +80,10 @@ static int get_set(int epfd, struct ep_set **out)
 	}
 	if (es)
 		return -EINVAL; /* a socket is no epoll fd */
+	/* A closed epfd is EBADF, and must be found so before the eventfd
+	 * below can take its number. */
+	if (REAL(fcntl)(epfd, F_GETFD) < 0)
+		return -errno;
 	set = calloc(1, sizeof(*set));
 	es = shim_sock_new(SHIM_SK_EPOLL, 0);
 	if (!set || !es) {
@@ -182,6 +187,18 @@ void shim_epoll_sock_changed(struct shim_sock *s)
 		for_each_reg_of(s, move_to_rdma);
 }
 
+static void kick_reg(struct ep_set *set, struct ep_reg **pp)
+{
+	(void)pp;
+	kick(set);
+}
+
+void shim_epoll_kick_parked(struct shim_sock *s)
+{
+	if (__atomic_exchange_n(&s->ep_parked, 0, __ATOMIC_SEQ_CST))
+		for_each_reg_of(s, kick_reg);
+}
+
 static void drop_reg(struct ep_set *set, struct ep_reg **pp)
 {
 	struct ep_reg *r = *pp;
@@ -224,10 +241,16 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL)
 		return -EINVAL;
 	err = get_set(epfd, &set);
+	if (!err && op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE))
+		err = -EINVAL; /* as the kernel: EXCLUSIVE is for ADD only */
 	if (err)
 		return err;
 	pthread_mutex_lock(&set->lock);
 	pp = find_reg(set, fd);
+	if (op == EPOLL_CTL_MOD && pp && ((*pp)->events & EPOLLEXCLUSIVE)) {
+		pthread_mutex_unlock(&set->lock);
+		return -EINVAL;
+	}
 	switch (op) {
 	case EPOLL_CTL_ADD:
 		if (pp) {
@@ -288,6 +311,9 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 		break;
 	}
 	pthread_mutex_unlock(&set->lock);
+	shim_dbg("epoll_ctl(%d, %s, %d, 0x%x): %s", epfd,
+		 op == EPOLL_CTL_ADD ? "ADD" : op == EPOLL_CTL_MOD ? "MOD" : "DEL",
+		 fd, ev ? ev->events : 0, err ? strerror(-err) : "ok");
 	if (!err)
 		kick(set);
 	return err;
@@ -317,24 +343,17 @@ SHIM_EXPORT int epoll_create1(int flags)
 }
 
 /* rpoll revents of an rsocket -> epoll bits the kernel would show. */
-static uint32_t rdma_bits(short rev)
+static uint32_t rdma_bits(struct shim_sock *s, short rev, uint32_t want)
 {
-	uint32_t b = (uint32_t)rev & (EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP);
-
-	if (rev & POLLHUP)
-		b |= EPOLLIN | EPOLLRDHUP; /* peer gone: EOF is readable */
-	if (b & EPOLLIN)
-		b |= EPOLLRDNORM;
-	if (b & EPOLLOUT)
-		b |= EPOLLWRNORM;
-	return b;
+	return (uint32_t)shim_rdma_revents(s, rev, (short)(want & 0xffff)) |
+	       ((want & EPOLLRDHUP) && shim_rdma_peer_eof(s, rev) ? EPOLLRDHUP : 0);
 }
 
 /* Refresh a registration's ET memory from the sock's I/O generations. */
 static void rearm(struct ep_reg *r)
 {
-	unsigned int rd = __atomic_load_n(&r->s->rd_gen, __ATOMIC_RELAXED);
-	unsigned int wr = __atomic_load_n(&r->s->wr_gen, __ATOMIC_RELAXED);
+	unsigned int rd = __atomic_load_n(&r->s->rd_gen, __ATOMIC_SEQ_CST);
+	unsigned int wr = __atomic_load_n(&r->s->wr_gen, __ATOMIC_SEQ_CST);
 
 	if (rd != r->rd_seen) {
 		r->reported &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
@@ -397,7 +416,7 @@ static int collect(struct ep_set *set, struct epoll_event *evs, int max)
 				r->reported = 0;
 				continue;
 			}
-			cur = rdma_bits(p[k].revents) &
+			cur = rdma_bits(r->s, p[k].revents, r->events) &
 			      (r->events | EPOLLERR | EPOLLHUP);
 			r->reported &= cur; /* gone bits count as new later */
 			if (!cur)
@@ -454,6 +473,11 @@ static int sleep_on(struct ep_set *set, int timeout_ms, const sigset_t *mask)
 	for (r = set->regs; r; r = r->next) {
 		uint32_t w;
 
+		/* Park first, then sample the generations: an I/O racing
+		 * with us either moves a generation we see, or sees the park
+		 * and kicks us (shim_epoll_io). */
+		if (!r->in_kernel && !r->disabled)
+			__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
 		rearm(r);
 		w = waitable(r);
 		if (!w)
@@ -463,6 +487,8 @@ static int sleep_on(struct ep_set *set, int timeout_ms, const sigset_t *mask)
 		p[k++] = (struct pollfd){ .fd = r->s->rs, .events = (short)w };
 	}
 	pthread_mutex_unlock(&set->lock);
+	shim_dbg("epoll %d: sleeping on %d rsocket(s), timeout %d", set->epfd,
+		 k - 2, timeout_ms);
 
 	if (mask)
 		pthread_sigmask(SIG_SETMASK, mask, &old);

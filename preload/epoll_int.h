@@ -11,6 +11,18 @@ struct ep_set;
 void shim_epoll_sock_changed(struct shim_sock *s);
 /* The last fd of s was closed: its registrations go, as in the kernel. */
 void shim_epoll_forget(struct shim_sock *s);
+/*
+ * The program did I/O on s (its generations moved).  A sleeping epoll_wait
+ * that stopped watching s (ET bits already reported) must look again: the
+ * kernel would wake it on the next edge.  Cheap unless someone is parked.
+ */
+void shim_epoll_kick_parked(struct shim_sock *s);
+static inline void shim_epoll_io(struct shim_sock *s)
+{
+	if (unlikely(__atomic_load_n(&s->ep_parked, __ATOMIC_SEQ_CST)))
+		shim_epoll_kick_parked(s);
+}
+
 /* An epoll fd's sock is being freed. */
 void shim_epoll_free(struct ep_set *set);
 

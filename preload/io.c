@@ -13,6 +13,7 @@
 #include "glue.h"
 #include "io_int.h"
 #include "sock.h"
+#include "epoll_int.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -61,7 +62,8 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		return 0;
 	if (s->rd_shut)
 		return 0;
-	__atomic_add_fetch(&s->rd_gen, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&s->rd_gen, 1, __ATOMIC_SEQ_CST);
+	shim_epoll_io(s);
 
 	while (i < cnt) {
 		ssize_t r;
@@ -126,6 +128,15 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		return broken_pipe(flags);
 	if (!want)
 		return 0;
+	/* rsockets accepts sends into its buffer long after the peer has
+	 * gone (until credits run out): ask first, as a TCP send would learn
+	 * from the peer's reset, so no byte is silently dropped. */
+	{
+		struct pollfd p = { .fd = s->rs, .events = POLLOUT };
+
+		if (sg_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
+			return broken_pipe(flags);
+	}
 
 	while (sent < want) {
 		int n = 0;
@@ -174,12 +185,40 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			return broken_pipe(flags);
 		return r;
 	}
-	if (sent < want)
-		__atomic_add_fetch(&s->wr_gen, 1, __ATOMIC_RELAXED);
+	if (sent < want) {
+		__atomic_add_fetch(&s->wr_gen, 1, __ATOMIC_SEQ_CST);
+		shim_epoll_io(s);
+	}
 	if (!sent)
 		return -EAGAIN;
 	__atomic_add_fetch(&s->tx_bytes, sent, __ATOMIC_RELAXED);
 	return (ssize_t)sent;
+}
+
+short shim_rdma_revents(struct shim_sock *s, short rev, short want)
+{
+	if (rev & POLLHUP) {
+		rev |= POLLIN; /* EOF is readable */
+		if (!s->wr_shut)
+			rev &= (short)~POLLHUP;
+	}
+	if (rev & POLLIN)
+		rev |= POLLRDNORM;
+	if (rev & POLLOUT)
+		rev |= POLLWRNORM;
+	(void)want;
+	return rev;
+}
+
+bool shim_rdma_peer_eof(struct shim_sock *s, short rev)
+{
+	char c;
+
+	if (rev & POLLHUP)
+		return true;
+	if (!(rev & POLLIN) || s->rd_shut)
+		return false;
+	return sg_recv(s->rs, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 static inline ssize_t recv1(struct shim_sock *s, void *buf, size_t n, int flags)

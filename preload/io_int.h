@@ -10,6 +10,17 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			int flags);
 
+/*
+ * What a TCP socket would show for an rsocket's rpoll revents.  rsockets
+ * reports "disconnected" as POLLHUP as soon as the peer is gone; the kernel
+ * shows a peer's close as readable EOF (IN|RDHUP) and HUP only once our
+ * side has stopped writing too.
+ */
+short shim_rdma_revents(struct shim_sock *s, short rev, short want);
+/* Is the peer done sending (EOF queued)?  Only asked for RDHUP: rsockets
+ * shows a peer's SHUT_WR as plain readability. */
+bool shim_rdma_peer_eof(struct shim_sock *s, short rev);
+
 /* svc.c */
 ssize_t shim_svc_write(int fd, const void *buf, size_t n);
 

@@ -11,10 +11,12 @@
 #include "shim.h"
 #include "glue.h"
 #include "sock.h"
+#include "io_int.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static inline bool rdma_in_use(void)
 {
@@ -32,17 +34,6 @@ static int ts_ms(const struct timespec *ts)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
-/* rpoll revents of a connected rsocket -> what a TCP socket would show. */
-static short rdma_revents(short rev, short events)
-{
-	if (rev & POLLHUP)
-		rev |= POLLIN | POLLRDHUP;
-	if (rev & POLLIN)
-		rev |= POLLRDNORM;
-	if (rev & POLLOUT)
-		rev |= POLLWRNORM;
-	return (short)(rev & (events | POLLERR | POLLHUP | POLLNVAL));
-}
 
 /*
  * The rewritten poll.  Returns like poll() but -errno.  tmo/mask are ppoll's
@@ -111,8 +102,14 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			short rev = p[i].revents;
 			struct shim_sock *s = held[i];
 
-			if (s && s->kind == SHIM_SK_RDMA)
-				rev = rdma_revents(rev, fds[i].events);
+			if (s && s->kind == SHIM_SK_RDMA) {
+				short want = fds[i].events;
+
+				rev = (short)(shim_rdma_revents(s, rev, want) |
+					      ((want & POLLRDHUP) &&
+					       shim_rdma_peer_eof(s, rev) ? POLLRDHUP : 0));
+				rev &= (short)(want | POLLERR | POLLHUP | POLLNVAL);
+			}
 			else if (s && s->kind == SHIM_SK_LISTEN)
 				rev |= p[x++].revents;
 			fds[i].revents = rev;
@@ -247,10 +244,26 @@ out:
 	return count;
 }
 
+/* Linux's select writes the time not slept back into the timeval. */
+static void time_left(struct timeval *tmo, const struct timespec *t0)
+{
+	struct timespec t1;
+	long long left_us;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	left_us = (long long)tmo->tv_sec * 1000000 + tmo->tv_usec -
+		  ((long long)(t1.tv_sec - t0->tv_sec) * 1000000 +
+		   (t1.tv_nsec - t0->tv_nsec) / 1000);
+	if (left_us < 0)
+		left_us = 0;
+	tmo->tv_sec = (time_t)(left_us / 1000000);
+	tmo->tv_usec = (suseconds_t)(left_us % 1000000);
+}
+
 SHIM_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 		       fd_set *__restrict e, struct timeval *__restrict tmo)
 {
-	struct timespec ts;
+	struct timespec ts, t0;
 	bool handled;
 	int ret;
 
@@ -258,12 +271,19 @@ SHIM_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 	if (likely(!rdma_in_use()))
 		return REAL(select)(nfds, r, w, e, tmo);
 	if (tmo) {
+		if (tmo->tv_sec < 0 || tmo->tv_usec < 0 || tmo->tv_usec >= 1000000) {
+			errno = EINVAL;
+			return -1;
+		}
 		ts.tv_sec = tmo->tv_sec;
 		ts.tv_nsec = tmo->tv_usec * 1000L;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 	}
 	ret = select_slow(nfds, r, w, e, tmo ? &ts : NULL, NULL, &handled);
 	if (!handled)
 		return REAL(select)(nfds, r, w, e, tmo);
+	if (tmo)
+		time_left(tmo, &t0);
 	return (int)shim_ret(ret);
 }
 

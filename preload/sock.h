@@ -32,10 +32,12 @@ struct shim_sock {
 	int refs;   /* atomic: fds + calls in flight */
 	int fdrefs; /* atomic: fds only (dup shares the sock) */
 	int ep_regs; /* atomic: epoll registrations naming this sock */
+	int ep_parked; /* atomic: a sleeping epoll_wait stopped watching it */
 	struct ep_set *epset; /* SHIM_SK_EPOLL */
 	int rs;	    /* rsocket, -1 if none */
 	int family; /* the program's socket family */
 	bool nonblock;		/* the program's view of O_NONBLOCK */
+	bool connect_pending;	/* EINPROGRESS given, completion not yet told */
 	bool rd_shut, wr_shut;	/* shutdown() seen */
 	int so_error;		/* pending SO_ERROR for the program */
 	/* Program options remembered for the rsocket (0 = unset). */
