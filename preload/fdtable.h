@@ -14,8 +14,8 @@
 
 struct shim_sock;
 
-extern struct shim_sock **shim_fdtab;
-extern unsigned int shim_fdtab_cap; /* 0 until init: routes to the slow path */
+extern struct shim_sock **shim_fdtab SHIM_HIDDEN;
+extern unsigned int shim_fdtab_cap SHIM_HIDDEN; /* 0 until init: slow path */
 
 struct shim_sock *shim_fd_get_slow(int fd);
 

@@ -1,0 +1,463 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pingpong: TCP request/response latency over the plain socket API.  It
+ * knows nothing of the shim: run it with and without LD_PRELOAD.
+ *
+ *   pingpong server ADDR PORT [--count N] [--verbose] [--json]
+ *       listen (PORT 0 = ephemeral), print "ready PORT", then serve
+ *       connections one after the other until killed or N were served;
+ *       --verbose/--json: a line per connection with its round trips and
+ *       the server's CPU time (user + sys, warm-up included)
+ *   pingpong client ADDR PORT --size N (--iters N | --seconds S)
+ *                   [--warmup N] [--json]
+ *       send N bytes, wait for N bytes back, repeat; print round trips/s,
+ *       latency percentiles and the client's CPU time (user + sys) over the
+ *       timed round trips; --json adds one JSON line (the last line)
+ *
+ * Sizes take K/M suffixes (binary).  The client opens with an 8-byte header
+ * {magic, size}; after that both sides only move messages of exactly that
+ * size with blocking send()/recv() looping on partial transfers.  TCP_NODELAY
+ * is set on both ends.  With --seconds the run stops at the first round trip
+ * that ends after S seconds (and after --iters round trips if both given).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PP_MAGIC 0x474e5050u /* "PPNG" */
+#define PP_MAX_SIZE (16u << 20)
+
+static const char *prog = "pingpong";
+
+static void die(const char *what)
+{
+	fprintf(stderr, "%s: %s: %s\n", prog, what, strerror(errno));
+	exit(2);
+}
+
+static void usage(void) __attribute__((noreturn));
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: %s server ADDR PORT [--count N] [--verbose] [--json]\n"
+		"       %s client ADDR PORT --size N (--iters N | --seconds S)"
+		" [--warmup N] [--json]\n",
+		prog, prog);
+	exit(2);
+}
+
+/* "64", "4K", "1M": binary suffixes.  Exits on garbage. */
+static uint64_t parse_size(const char *opt, const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		goto bad;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		v <<= 10, end++;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20, end++;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30, end++;
+		break;
+	default:
+		break;
+	}
+	if (*end)
+		goto bad;
+	return v;
+bad:
+	fprintf(stderr, "%s: %s: bad number '%s'\n", prog, opt, s);
+	exit(2);
+}
+
+static double parse_seconds(const char *opt, const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > 0)) {
+		fprintf(stderr, "%s: %s: bad duration '%s'\n", prog, opt, s);
+		exit(2);
+	}
+	return v;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* User + system CPU time of this process so far, in seconds. */
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		die("getrusage");
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static struct addrinfo *resolve(const char *addr, const char *port,
+				bool passive)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_protocol = IPPROTO_TCP,
+				 .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
+	struct addrinfo *res;
+	int r;
+
+	if (passive)
+		hints.ai_flags |= AI_PASSIVE;
+	r = getaddrinfo(addr, port, &hints, &res);
+	if (r) {
+		fprintf(stderr, "%s: %s port %s: %s\n", prog, addr, port,
+			gai_strerror(r));
+		exit(2);
+	}
+	return res;
+}
+
+static void set_nodelay(int fd)
+{
+	int one = 1;
+
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+		die("setsockopt TCP_NODELAY");
+}
+
+/* 1: all n bytes; 0: EOF before the first byte; -1: error or short. */
+static int recv_all(int fd, void *buf, size_t n)
+{
+	char *p = buf;
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = recv(fd, p + got, n - got, 0);
+
+		if (r > 0) {
+			got += (size_t)r;
+			continue;
+		}
+		if (r == 0) {
+			if (got)
+				errno = EPROTO;
+			return got ? -1 : 0;
+		}
+		if (errno != EINTR)
+			return -1;
+	}
+	return 1;
+}
+
+static int send_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	size_t sent = 0;
+
+	while (sent < n) {
+		ssize_t r = send(fd, p + sent, n - sent, MSG_NOSIGNAL);
+
+		if (r >= 0) {
+			sent += (size_t)r;
+			continue;
+		}
+		if (errno != EINTR)
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- server ---- */
+
+static void serve_one(int fd, unsigned long idx, bool verbose, bool json)
+{
+	uint32_t hdr[2];
+	uint64_t n = 0;
+	double c0 = cpu_s(), cpu;
+	char *buf;
+	int r;
+
+	set_nodelay(fd);
+	r = recv_all(fd, hdr, sizeof(hdr));
+	if (r <= 0 || hdr[0] != PP_MAGIC || !hdr[1] || hdr[1] > PP_MAX_SIZE) {
+		fprintf(stderr, "%s: connection %lu: bad header\n", prog, idx);
+		return;
+	}
+	buf = malloc(hdr[1]);
+	if (!buf)
+		die("malloc");
+	for (;;) {
+		r = recv_all(fd, buf, hdr[1]);
+		if (r <= 0)
+			break;
+		if (send_all(fd, buf, hdr[1]) < 0) {
+			r = -1;
+			break;
+		}
+		n++;
+	}
+	if (r < 0)
+		fprintf(stderr, "%s: connection %lu: %s\n", prog, idx,
+			strerror(errno));
+	cpu = cpu_s() - c0;
+	if (verbose)
+		printf("connection %lu: %llu round trips of %u B, cpu %.3f s\n",
+		       idx, (unsigned long long)n, (unsigned)hdr[1], cpu);
+	if (json)
+		printf("{\"bench\":\"pingpong\",\"side\":\"server\","
+		       "\"connection\":%lu,\"size\":%u,\"round_trips\":%llu,"
+		       "\"cpu_s\":%.6f,\"cpu_us_per_rt\":%.4f}\n",
+		       idx, (unsigned)hdr[1], (unsigned long long)n, cpu,
+		       n ? cpu * 1e6 / (double)n : 0.0);
+	fflush(stdout);
+	free(buf);
+}
+
+static int run_server(const char *addr, const char *port, int argc, char **argv)
+{
+	unsigned long count = 0, served = 0;
+	bool verbose = false, json = false;
+	struct addrinfo *ai;
+	struct sockaddr_storage ss;
+	socklen_t slen = sizeof(ss);
+	int one = 1, lfd;
+	unsigned int bound;
+
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--count") && i + 1 < argc)
+			count = (unsigned long)parse_size(argv[i], argv[i + 1]),
+			i++;
+		else if (!strcmp(argv[i], "--verbose"))
+			verbose = true;
+		else if (!strcmp(argv[i], "--json"))
+			json = true;
+		else
+			usage();
+	}
+	ai = resolve(addr, port, true);
+	lfd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+	if (lfd < 0)
+		die("socket");
+	if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+		die("setsockopt SO_REUSEADDR");
+	if (bind(lfd, ai->ai_addr, ai->ai_addrlen) < 0)
+		die("bind");
+	freeaddrinfo(ai);
+	if (listen(lfd, 16) < 0)
+		die("listen");
+	if (getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0)
+		die("getsockname");
+	bound = ntohs(ss.ss_family == AF_INET6
+			  ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			  : ((struct sockaddr_in *)&ss)->sin_port);
+	printf("ready %u\n", bound);
+	fflush(stdout);
+
+	while (!count || served < count) {
+		int fd = accept(lfd, NULL, NULL);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			die("accept");
+		}
+		serve_one(fd, ++served, verbose, json);
+		close(fd);
+	}
+	close(lfd);
+	return 0;
+}
+
+/* ---- client ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted array, in microseconds. */
+static double pct_us(const uint64_t *v, size_t n, double p)
+{
+	size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999);
+
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return (double)v[rank - 1] / 1e3;
+}
+
+static int run_client(const char *addr, const char *port, int argc, char **argv)
+{
+	uint64_t size = 0, iters = 0, warmup = 1000, done = 0, cap;
+	double seconds = 0, sum = 0, elapsed, c0, cpu;
+	bool json = false;
+	uint64_t *lat, t0, tprev, deadline = 0;
+	struct addrinfo *ai;
+	uint32_t hdr[2];
+	char *buf;
+	int fd;
+
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--json")) {
+			json = true;
+			continue;
+		}
+		if (i + 1 >= argc)
+			usage();
+		if (!strcmp(a, "--size"))
+			size = parse_size(a, argv[++i]);
+		else if (!strcmp(a, "--iters"))
+			iters = parse_size(a, argv[++i]);
+		else if (!strcmp(a, "--warmup"))
+			warmup = parse_size(a, argv[++i]);
+		else if (!strcmp(a, "--seconds"))
+			seconds = parse_seconds(a, argv[++i]);
+		else
+			usage();
+	}
+	if (!size || size > PP_MAX_SIZE) {
+		fprintf(stderr, "%s: --size must be 1..%u\n", prog,
+			PP_MAX_SIZE);
+		return 2;
+	}
+	if (!iters && !seconds)
+		iters = 100000;
+
+	buf = malloc(size);
+	cap = iters ? iters : 1u << 20;
+	lat = malloc(cap * sizeof(*lat));
+	if (!buf || !lat)
+		die("malloc");
+	memset(buf, 0x5a, size);
+
+	ai = resolve(addr, port, false);
+	fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+	if (fd < 0)
+		die("socket");
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0)
+		die("connect");
+	freeaddrinfo(ai);
+	set_nodelay(fd);
+	hdr[0] = PP_MAGIC;
+	hdr[1] = (uint32_t)size;
+	if (send_all(fd, hdr, sizeof(hdr)) < 0)
+		die("send header");
+
+	for (uint64_t i = 0; i < warmup; i++)
+		if (send_all(fd, buf, size) < 0 || recv_all(fd, buf, size) != 1)
+			die("warmup round trip");
+
+	c0 = cpu_s();
+	t0 = tprev = now_ns();
+	if (seconds)
+		deadline = t0 + (uint64_t)(seconds * 1e9);
+	for (;;) {
+		uint64_t t;
+
+		if (send_all(fd, buf, size) < 0 || recv_all(fd, buf, size) != 1)
+			die("round trip");
+		t = now_ns();
+		if (done == cap) {
+			cap *= 2;
+			lat = realloc(lat, cap * sizeof(*lat));
+			if (!lat)
+				die("realloc");
+		}
+		lat[done++] = t - tprev;
+		tprev = t;
+		if (iters && done >= iters)
+			break;
+		if (deadline && t >= deadline)
+			break;
+	}
+	elapsed = (double)(tprev - t0) / 1e9;
+	cpu = cpu_s() - c0;
+	close(fd);
+
+	for (uint64_t i = 0; i < done; i++)
+		sum += (double)lat[i];
+	qsort(lat, done, sizeof(*lat), cmp_u64);
+	{
+		double rate = (double)done / elapsed;
+		double p50 = pct_us(lat, done, 50), p99 = pct_us(lat, done, 99);
+		double p999 = pct_us(lat, done, 99.9);
+		double mn = (double)lat[0] / 1e3;
+		double mx = (double)lat[done - 1] / 1e3;
+		double mean = sum / (double)done / 1e3;
+
+		printf("pingpong %s:%s size %llu B: %llu round trips in "
+		       "%.3f s\n",
+		       addr, port, (unsigned long long)size,
+		       (unsigned long long)done, elapsed);
+		printf("  round trips/s %.1f\n", rate);
+		printf("  client cpu %.3f s = %.3f us per round trip\n", cpu,
+		       cpu * 1e6 / (double)done);
+		printf("  latency us: min %.2f p50 %.2f p99 %.2f p99.9 %.2f "
+		       "max %.2f mean %.2f\n",
+		       mn, p50, p99, p999, mx, mean);
+		if (json)
+			printf("{\"bench\":\"pingpong\",\"addr\":\"%s\","
+			       "\"port\":%d,\"size\":%llu,\"warmup\":%llu,"
+			       "\"iters\":%llu,\"seconds\":%.6f,"
+			       "\"rtt_per_s\":%.1f,\"min_us\":%.3f,"
+			       "\"p50_us\":%.3f,\"p99_us\":%.3f,"
+			       "\"p999_us\":%.3f,\"max_us\":%.3f,"
+			       "\"mean_us\":%.3f,\"cpu_s\":%.6f,"
+			       "\"cpu_us_per_rt\":%.4f}\n",
+			       addr, atoi(port), (unsigned long long)size,
+			       (unsigned long long)warmup,
+			       (unsigned long long)done, elapsed, rate, mn, p50,
+			       p99, p999, mx, mean, cpu,
+			       cpu * 1e6 / (double)done);
+	}
+	free(lat);
+	free(buf);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4)
+		usage();
+	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(argv[1], "server"))
+		return run_server(argv[2], argv[3], argc - 4, argv + 4);
+	if (!strcmp(argv[1], "client"))
+		return run_client(argv[2], argv[3], argc - 4, argv + 4);
+	usage();
+}
