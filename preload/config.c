@@ -64,6 +64,12 @@ void shim_config_defaults(struct shim_config *c)
 	c->connect_timeout_ms = 1000;
 	c->negcache_ttl_s = 30;
 	c->poll_us = 10;
+	/* rsockets sends only into the peer's advertised window (half its
+	 * receive buffer): with its 128 KiB default a writer that is 64 KiB
+	 * ahead of its reader blocks, where kernel TCP would have buffered.
+	 * 256 KiB (rsockets doubles it) keeps such programs moving. */
+	c->sndbuf = 256 * 1024;
+	c->rcvbuf = 256 * 1024;
 }
 
 static int parse_choice(const char *s, const char *const *choices)

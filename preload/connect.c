@@ -36,37 +36,69 @@ static const char *addr_str(const struct sockaddr_storage *a, char *buf,
 	return buf;
 }
 
-/* Reserve a real TCP port for getsockname: bind the kernel fd to the local
- * address the rsocket got, port 0, unless the program bound it already. */
+/*
+ * The client's port, as both ends will see it: a real TCP port reserved on
+ * the kernel fd (bound now to the wildcard, port 0, unless the program bound
+ * it), which the rsocket then binds too (src).  Then getsockname here and
+ * getpeername at the server agree, as over TCP, and a fallback connect
+ * simply uses the bound kernel fd.  Returns 0 or -errno; src gets the
+ * rsocket's bind address in the destination's family.
+ */
+static int reserve_port(int fd, struct shim_sock *s, int dst_family,
+			struct sockaddr_storage *src, socklen_t *srclen)
+{
+	struct sockaddr_storage k;
+	socklen_t klen = sizeof(k);
+
+	if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) < 0)
+		return -errno;
+	if (shim_addr_port((struct sockaddr *)&k) == 0) {
+		struct sockaddr_storage any = { .ss_family = (sa_family_t)s->family };
+		socklen_t alen = s->family == AF_INET ? sizeof(struct sockaddr_in)
+						      : sizeof(struct sockaddr_in6);
+
+		if (REAL(bind)(fd, (struct sockaddr *)&any, alen) < 0)
+			return -errno;
+		klen = sizeof(k);
+		if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) < 0)
+			return -errno;
+	}
+	*srclen = shim_addr_unmap((struct sockaddr *)&k, klen, src);
+	if (src->ss_family != dst_family) {
+		/* [::]:P for a v4 destination: bind the rsocket to 0.0.0.0:P */
+		uint16_t port = shim_addr_port((struct sockaddr *)src);
+
+		memset(src, 0, sizeof(*src));
+		src->ss_family = (sa_family_t)dst_family;
+		*srclen = dst_family == AF_INET ? sizeof(struct sockaddr_in)
+						: sizeof(struct sockaddr_in6);
+		shim_addr_set_port((struct sockaddr *)src, port);
+	}
+	return 0;
+}
+
+/* getsockname for the program: the rsocket's address, the kernel's port. */
 static void fill_local(int fd, struct shim_sock *s, int rs)
 {
 	struct sockaddr_storage here, k;
 	socklen_t hlen = sizeof(here), klen = sizeof(k);
 
-	if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) == 0 &&
-	    shim_addr_port((struct sockaddr *)&k) != 0) {
-		memcpy(&s->local, &k, klen);
-		s->local_len = klen;
-		return;
-	}
 	if (sg_getsockname(rs, (struct sockaddr *)&here, &hlen) < 0)
 		memset(&here, 0, sizeof(here)), here.ss_family = AF_INET;
 	s->local_len = shim_addr_to_family((struct sockaddr *)&here, s->family,
 					   &s->local);
-	shim_addr_set_port((struct sockaddr *)&s->local, 0);
-	if (REAL(bind)(fd, (struct sockaddr *)&s->local, s->local_len) == 0) {
-		klen = sizeof(k);
-		if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) == 0) {
-			memcpy(&s->local, &k, klen);
-			s->local_len = klen;
-		}
-	}
+	if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) == 0)
+		shim_addr_set_port((struct sockaddr *)&s->local,
+				   shim_addr_port((struct sockaddr *)&k));
 }
 
 /* Try RDMA: the connected rsocket, or -errno (a reason to fall back). */
-static int try_rdma(const struct sockaddr_storage *dst, socklen_t dlen,
+static int try_rdma(int fd, struct shim_sock *s,
+		    const struct sockaddr_storage *dst, socklen_t dlen,
 		    const char **why)
 {
+	struct sockaddr_storage src;
+	socklen_t srclen = 0;
 	struct sockaddr_storage rdst = *dst;
 	uint16_t port = shim_addr_port((const void *)dst);
 	int rs;
@@ -91,7 +123,10 @@ static int try_rdma(const struct sockaddr_storage *dst, socklen_t dlen,
 		*why = "negative cache";
 		return -ECONNREFUSED;
 	}
+	if (reserve_port(fd, s, dst->ss_family, &src, &srclen) < 0)
+		srclen = 0;
 	rs = sg_connect((struct sockaddr *)&rdst, dlen,
+			srclen ? (struct sockaddr *)&src : NULL, srclen,
 			(int)shim_cfg.connect_timeout_ms);
 	if (rs < 0) {
 		*why = "rsocket connect failed";
@@ -118,7 +153,7 @@ static int connect_slow(int fd, struct shim_sock *s, const struct sockaddr *addr
 		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 
 	dlen = shim_addr_unmap(addr, len, &dst);
-	rs = try_rdma(&dst, dlen, &why);
+	rs = try_rdma(fd, s, &dst, dlen, &why);
 	if (rs < 0) {
 		shim_dbg("fd %d -> %s: TCP (%s: %s)", fd,
 			 addr_str(&dst, abuf, sizeof(abuf)), why, strerror(-rs));

@@ -20,10 +20,13 @@ bool sg_available(void);
 
 /*
  * Client rendezvous: an rsocket connected to dst (AF_INET/AF_INET6, v4-mapped
- * already unmapped by the caller) within timeout_ms.  Returns the rsocket in
- * blocking mode, or -errno (the caller falls back to TCP).
+ * already unmapped by the caller) within timeout_ms, bound first to src when
+ * given (so its port is the program's TCP port; a bind that fails is not
+ * fatal).  Returns the rsocket in blocking mode, or -errno (the caller falls
+ * back to TCP).
  */
-int sg_connect(const struct sockaddr *dst, socklen_t len, int timeout_ms);
+int sg_connect(const struct sockaddr *dst, socklen_t len,
+	       const struct sockaddr *src, socklen_t srclen, int timeout_ms);
 
 /* Server: an rsocket listening on addr (port already offset); non-blocking. */
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog);

@@ -76,7 +76,8 @@ static int wait_connected(int rs, int timeout_ms)
 	return 0;
 }
 
-int sg_connect(const struct sockaddr *dst, socklen_t len, int timeout_ms)
+int sg_connect(const struct sockaddr *dst, socklen_t len,
+	       const struct sockaddr *src, socklen_t srclen, int timeout_ms)
 {
 	int rs, r;
 
@@ -84,6 +85,8 @@ int sg_connect(const struct sockaddr *dst, socklen_t len, int timeout_ms)
 	if (rs < 0)
 		return rs;
 	r = sg_apply_tunables(rs, &shim_cfg);
+	if (r == 0 && src && LIB_CALL(rbind(rs, src, srclen)) < 0)
+		shim_dbg("rsocket %d: rbind to the TCP port failed; ports differ", rs);
 	if (r == 0)
 		r = sg_set_nonblock(rs, true);
 	if (r == 0) {
