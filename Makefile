@@ -85,18 +85,20 @@ DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev \
 	rdma-core rdmacm-utils ibverbs-utils ibverbs-providers libcmocka-dev \
 	libgrpc-dev protobuf-compiler-grpc python3-grpcio iperf3 curl \
 	qemu-system-x86 busybox-static linux-image-amd64 iproute2 kmod cpio \
-	xz-utils valgrind procps
+	xz-utils gzip valgrind procps gdb
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
-	@missing=$$(dpkg-query -W -f='$${Package} $${Status}\n' $(DEPS) 2>/dev/null \
-		| awk '$$NF!="installed"{print $$1}'; \
-		for p in $(DEPS); do dpkg-query -W $$p >/dev/null 2>&1 || echo $$p; done); \
-	missing=$$(echo $$missing | tr ' ' '\n' | sort -u | tr '\n' ' '); \
-	if [ -n "$${missing// /}" ]; then \
-		echo "make deps: installing $$missing"; \
+	@missing=""; \
+	for p in $(DEPS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "make deps: installing$$missing"; \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
-	else echo "make deps: all packages present"; fi
+	else \
+		echo "make deps: all packages present"; \
+	fi
 
 # The whole suite; prints one PASS/FAIL line per test and "N passed, N failed".
 test: deps

@@ -9,10 +9,11 @@
  *       --verbose/--json: a line per connection with its round trips and
  *       the server's CPU time (user + sys, warm-up included)
  *   pingpong client ADDR PORT --size N (--iters N | --seconds S)
- *                   [--warmup N] [--json]
+ *                   [--warmup N] [--bind LOCAL_ADDR] [--json]
  *       send N bytes, wait for N bytes back, repeat; print round trips/s,
  *       latency percentiles and the client's CPU time (user + sys) over the
- *       timed round trips; --json adds one JSON line (the last line)
+ *       timed round trips; --json adds one JSON line (the last line);
+ *       --bind: connect from LOCAL_ADDR (port 0)
  *
  * Sizes take K/M suffixes (binary).  The client opens with an 8-byte header
  * {magic, size}; after that both sides only move messages of exactly that
@@ -55,7 +56,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: %s server ADDR PORT [--count N] [--verbose] [--json]\n"
 		"       %s client ADDR PORT --size N (--iters N | --seconds S)"
-		" [--warmup N] [--json]\n",
+		" [--warmup N] [--bind LOCAL_ADDR] [--json]\n",
 		prog, prog);
 	exit(2);
 }
@@ -145,6 +146,17 @@ static struct addrinfo *resolve(const char *addr, const char *port,
 		exit(2);
 	}
 	return res;
+}
+
+/* Bind a client socket to ADDR (port 0) before connecting, so the
+ * connection leaves from that address (and its interface). */
+static void bind_local(int fd, const char *addr)
+{
+	struct addrinfo *ai = resolve(addr, "0", true);
+
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0)
+		die("bind --bind address");
+	freeaddrinfo(ai);
 }
 
 static void set_nodelay(int fd)
@@ -324,6 +336,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	uint64_t size = 0, iters = 0, warmup = 1000, done = 0, cap;
 	double seconds = 0, sum = 0, elapsed, c0, cpu;
 	bool json = false;
+	const char *bind_addr = NULL;
 	uint64_t *lat, t0, tprev, deadline = 0;
 	struct addrinfo *ai;
 	uint32_t hdr[2];
@@ -347,6 +360,8 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 			warmup = parse_size(a, argv[++i]);
 		else if (!strcmp(a, "--seconds"))
 			seconds = parse_seconds(a, argv[++i]);
+		else if (!strcmp(a, "--bind"))
+			bind_addr = argv[++i];
 		else
 			usage();
 	}
@@ -369,6 +384,8 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
 	if (fd < 0)
 		die("socket");
+	if (bind_addr)
+		bind_local(fd, bind_addr);
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0)
 		die("connect");
 	freeaddrinfo(ai);

@@ -8,10 +8,11 @@
  *       connections one after the other until killed or N were served;
  *       prints its own figures (and CPU time) after each connection
  *   stream client ADDR PORT --msg-size N (--total BYTES | --seconds S)
- *                 [--recv-size N] [--verify] [--seed N] [--nodelay] [--json]
+ *                 [--recv-size N] [--verify] [--seed N] [--nodelay]
+ *                 [--bind LOCAL_ADDR] [--json]
  *       send messages of N bytes until BYTES were sent (the last message
  *       is cut to fit) or S seconds passed, then shut down the write side
- *       and wait for the server's report
+ *       and wait for the server's report; --bind: connect from LOCAL_ADDR
  *
  * Sizes take K/M/G suffixes (binary).  Gb/s are 10^9 bits per second.
  *
@@ -88,7 +89,7 @@ static void usage(void)
 		"       %s client ADDR PORT --msg-size N (--total BYTES |"
 		" --seconds S)\n"
 		"              [--recv-size N] [--verify] [--seed N]"
-		" [--nodelay] [--json]\n",
+		" [--nodelay] [--bind LOCAL_ADDR] [--json]\n",
 		prog, prog);
 	exit(2);
 }
@@ -179,6 +180,17 @@ static struct addrinfo *resolve(const char *addr, const char *port,
 		exit(2);
 	}
 	return res;
+}
+
+/* Bind a client socket to ADDR (port 0) before connecting, so the
+ * connection leaves from that address (and its interface). */
+static void bind_local(int fd, const char *addr)
+{
+	struct addrinfo *ai = resolve(addr, "0", true);
+
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0)
+		die("bind --bind address");
+	freeaddrinfo(ai);
 }
 
 /* 1: all n bytes; 0: EOF before the first byte; -1: error or short. */
@@ -471,6 +483,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	uint64_t fnv = FNV_OFFSET;
 	double seconds = 0, el, cu, cs, su, ss_;
 	bool verify = false, json = false, nodelay = false, ok = true;
+	const char *bind_addr = NULL;
 	struct st_hdr h;
 	struct st_report rep;
 	struct addrinfo *ai;
@@ -507,6 +520,8 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 			recv_size = parse_size(a, argv[++i]);
 		else if (!strcmp(a, "--seed"))
 			seed = parse_size(a, argv[++i]);
+		else if (!strcmp(a, "--bind"))
+			bind_addr = argv[++i];
 		else
 			usage();
 	}
@@ -531,6 +546,8 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
 	if (fd < 0)
 		die("socket");
+	if (bind_addr)
+		bind_local(fd, bind_addr);
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0)
 		die("connect");
 	freeaddrinfo(ai);
