@@ -63,7 +63,7 @@ void shim_config_defaults(struct shim_config *c)
 	c->log_level = SHIM_LOG_WARN;
 	c->connect_timeout_ms = 1000;
 	c->negcache_ttl_s = 30;
-	c->poll_us = 10;
+	c->poll_us = 0; /* rsockets' own 10 us spin applies regardless */
 	/* rsockets sends only into the peer's advertised window (half its
 	 * receive buffer): with its 128 KiB default a writer that is 64 KiB
 	 * ahead of its reader blocks, where kernel TCP would have buffered.

@@ -127,7 +127,8 @@ static int try_rdma(int fd, struct shim_sock *s,
 		srclen = 0;
 	rs = sg_connect((struct sockaddr *)&rdst, dlen,
 			srclen ? (struct sockaddr *)&src : NULL, srclen,
-			(int)shim_cfg.connect_timeout_ms);
+			(int)shim_cfg.connect_timeout_ms,
+			&(struct sg_bufs){ .snd = s->sndbuf, .rcv = s->rcvbuf });
 	if (rs < 0) {
 		*why = "rsocket connect failed";
 		if (rs != -EMFILE && rs != -ENOMEM && rs != -ENOBUFS)

@@ -41,7 +41,7 @@ struct shim_sock {
 	bool rd_shut, wr_shut;	/* shutdown() seen */
 	int so_error;		/* pending SO_ERROR for the program */
 	/* Program options remembered for the rsocket (0 = unset). */
-	int sndbuf, rcvbuf;
+	unsigned int sndbuf, rcvbuf;
 	struct timeval rcvtimeo, sndtimeo;
 	/* Readiness generations: bumped when the program reads, or when a
 	 * write comes back short or EAGAIN (epoll ET re-arming). */

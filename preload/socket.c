@@ -123,7 +123,8 @@ static int listen_rdma(int fd, struct shim_sock *s, int backlog)
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 		return -EMFILE;
 	}
-	lrs = sg_listen((struct sockaddr *)&laddr, alen, backlog);
+	lrs = sg_listen((struct sockaddr *)&laddr, alen, backlog,
+			&(struct sg_bufs){ .snd = s->sndbuf, .rcv = s->rcvbuf });
 	if (lrs < 0) {
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 		return lrs;

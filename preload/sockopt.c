@@ -57,6 +57,14 @@ static void remember(struct shim_sock *s, int level, int name, const void *val,
 {
 	if (level != SOL_SOCKET || !val)
 		return;
+	/* Buffer sizes reach the rsocket at connect/listen (sg_bufs). */
+	if ((name == SO_SNDBUF || name == SO_RCVBUF) && len >= sizeof(int)) {
+		int v;
+
+		memcpy(&v, val, sizeof(v));
+		if (v > 0)
+			*(name == SO_SNDBUF ? &s->sndbuf : &s->rcvbuf) = (unsigned int)v;
+	}
 	if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
 	    len >= sizeof(struct timeval)) {
 		struct timeval *tv = name == SO_RCVTIMEO ? &s->rcvtimeo : &s->sndtimeo;

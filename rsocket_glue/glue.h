@@ -15,6 +15,11 @@
 
 #include "config.h"
 
+/* SO_SNDBUF/SO_RCVBUF the program set on its socket (0 = not set). */
+struct sg_bufs {
+	unsigned int snd, rcv;
+};
+
 /* Is there an RDMA device and an rdma_cm to reach it? (cached) */
 bool sg_available(void);
 
@@ -26,10 +31,13 @@ bool sg_available(void);
  * back to TCP).
  */
 int sg_connect(const struct sockaddr *dst, socklen_t len,
-	       const struct sockaddr *src, socklen_t srclen, int timeout_ms);
+	       const struct sockaddr *src, socklen_t srclen, int timeout_ms,
+	       const struct sg_bufs *bufs);
 
-/* Server: an rsocket listening on addr (port already offset); non-blocking. */
-int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog);
+/* Server: an rsocket listening on addr (port already offset); non-blocking.
+ * Accepted rsockets inherit its buffer sizes. */
+int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
+	      const struct sg_bufs *bufs);
 
 /* A pending connection on a listening rsocket, or -EAGAIN.  Blocking mode. */
 int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len);
@@ -63,8 +71,10 @@ int sg_listen_pollfd(int lrs);
 /* Socket options, mapped onto what rsockets can honour (opts.c). */
 int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len);
 int sg_getsockopt(int rs, int level, int name, void *val, socklen_t *len);
-/* Apply the ERDMA_SHIM_* tunables to a fresh rsocket (before connect/listen). */
-int sg_apply_tunables(int rs, const struct shim_config *c);
+/* Apply the ERDMA_SHIM_* tunables to a fresh rsocket (before connect/listen),
+ * and the program's own buffer sizes where they are larger. */
+int sg_apply_tunables(int rs, const struct shim_config *c,
+		      const struct sg_bufs *bufs);
 
 /* Negative cache of peers with no RDMA listener (negcache.c). */
 bool sg_negcache_hit(const struct sockaddr *dst, unsigned int ttl_s);

@@ -19,7 +19,8 @@ static int rset(int rs, int level, int name, unsigned int v)
 	return r;
 }
 
-int sg_apply_tunables(int rs, const struct shim_config *c)
+int sg_apply_tunables(int rs, const struct shim_config *c,
+		      const struct sg_bufs *bufs)
 {
 	static const struct {
 		size_t off;
@@ -42,6 +43,17 @@ int sg_apply_tunables(int rs, const struct shim_config *c)
 		unsigned int v = *(const unsigned int *)((const char *)c + map[i].off);
 		int r;
 
+		/* The program's SO_SNDBUF/SO_RCVBUF, when larger: never
+		 * smaller, or a writer ahead of its reader would stall on
+		 * the peer's window where TCP buffers (see config.c). */
+		if (bufs && map[i].level == SOL_SOCKET) {
+			unsigned int p = map[i].name == SO_SNDBUF ? bufs->snd : bufs->rcv;
+
+			/* 0 = rsockets' default: 128 KiB, i.e. 64K in
+			 * SO_*BUF units (rsockets doubles them) */
+			if (p > (v ? v : 65536u))
+				v = p;
+		}
 		if (!v)
 			continue;
 		r = rset(rs, map[i].level, map[i].name, v);

@@ -77,14 +77,15 @@ static int wait_connected(int rs, int timeout_ms)
 }
 
 int sg_connect(const struct sockaddr *dst, socklen_t len,
-	       const struct sockaddr *src, socklen_t srclen, int timeout_ms)
+	       const struct sockaddr *src, socklen_t srclen, int timeout_ms,
+	       const struct sg_bufs *bufs)
 {
 	int rs, r;
 
 	rs = (int)LIB_CALL(rsocket(dst->sa_family, SOCK_STREAM, 0));
 	if (rs < 0)
 		return rs;
-	r = sg_apply_tunables(rs, &shim_cfg);
+	r = sg_apply_tunables(rs, &shim_cfg, bufs);
 	if (r == 0 && src && LIB_CALL(rbind(rs, src, srclen)) < 0)
 		shim_dbg("rsocket %d: rbind to the TCP port failed; ports differ", rs);
 	if (r == 0)
@@ -120,7 +121,8 @@ int sg_listen_pollfd(int lrs)
 	return listen_pollfd[lrs] - 1; /* stored +1: 0 means none */
 }
 
-int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog)
+int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
+	      const struct sg_bufs *bufs)
 {
 	int rs, r, one = 1, qfd = -1;
 
@@ -131,7 +133,7 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog)
 		sg_close(rs);
 		return -EMFILE;
 	}
-	r = sg_apply_tunables(rs, &shim_cfg);
+	r = sg_apply_tunables(rs, &shim_cfg, bufs);
 	/* Non-blocking before rlisten: the accept queue inherits it. */
 	if (r == 0)
 		r = sg_set_nonblock(rs, true);
@@ -236,17 +238,41 @@ int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 	return (int)LIB_CALL(rpoll(fds, nfds, timeout_ms < 0 ? -1 : 0));
 }
 
+/*
+ * ERDMA_SHIM_POLL_US: before going to sleep, keep checking for that long
+ * (bounded; 0 = no window of our own).  Trades CPU for wake-up latency;
+ * rsockets adds its own 10 us spin inside rpoll either way.
+ */
+static int spin(struct pollfd *fds, nfds_t nfds)
+{
+	struct timespec t0, t;
+	long us = (long)shim_cfg.poll_us;
+	int r;
+
+	if (!us)
+		return sg_poll(fds, nfds, 0); /* one look before the timer */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		r = sg_poll(fds, nfds, 0);
+		if (r != 0)
+			return r;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000000L +
+		 (t.tv_nsec - t0.tv_nsec) / 1000 < us);
+	return 0;
+}
+
 int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 {
 	struct itimerspec its = { 0 };
 	struct pollfd stack[32], *all = stack;
 	int tfd, r;
 
-	if (timeout_ms <= 0)
-		return sg_poll(fds, nfds, timeout_ms);
-	r = sg_poll(fds, nfds, 0);
-	if (r != 0)
-		return r;
+	if (timeout_ms == 0)
+		return sg_poll(fds, nfds, 0);
+	r = spin(fds, nfds);
+	if (r != 0 || timeout_ms < 0)
+		return r != 0 ? r : sg_poll(fds, nfds, -1);
 	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (tfd < 0)
 		return -errno;

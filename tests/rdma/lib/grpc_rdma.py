@@ -6,7 +6,9 @@
                                       client calls Quit, prints a summary
   grpc_rdma.py client TARGET [opts]   TARGET = "ipv4:192.168.77.1:PORT",
                                       "ipv6:[::ffff:192.168.77.1]:PORT" or
-                                      "192.168.77.1:PORT"
+                                      "192.168.77.1:PORT"; "T1,T2" runs the
+                                      whole work against T1, then T2 (one
+                                      process switching servers)
       --channels N   channels used in parallel (default 8)
       --max-mib N    largest message, MiB (default 64)
       --quit         ask the server to exit afterwards
@@ -148,7 +150,16 @@ def channel_work(target, ci, max_mib, results):
     results[ci] = (ch, out)
 
 
-def client(target, channels, max_mib, quit_, hold):
+def client(targets, channels, max_mib, quit_, hold):
+    rc = 0
+    for ti, target in enumerate(targets.split(",")):
+        if ti:
+            print(f"-- next server (#{ti})")
+        rc |= client1(target, channels, max_mib, quit_, hold if ti == len(targets.split(",")) - 1 else None)
+    return rc
+
+
+def client1(target, channels, max_mib, quit_, hold):
     results = {}
     errors = []
 
