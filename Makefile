@@ -45,7 +45,7 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
-.PHONY: all deps test check check-unit check-host check-rdma demo install clean format format-check
+.PHONY: all deps test check check-unit check-host check-rdma demo install clean format format-check fuzz
 
 all: $(LIB) $(PROGS) $(UNITS) $(BENCHES)
 
@@ -85,7 +85,7 @@ DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev \
 	rdma-core rdmacm-utils ibverbs-utils ibverbs-providers libcmocka-dev \
 	libgrpc-dev protobuf-compiler-grpc python3-grpcio iperf3 curl \
 	qemu-system-x86 busybox-static linux-image-amd64 iproute2 kmod cpio \
-	xz-utils gzip valgrind procps gdb
+	xz-utils gzip valgrind procps gdb clang libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@missing=""; \
@@ -115,6 +115,10 @@ check-host: all
 
 check-rdma: all
 	SANITIZE=$(SANITIZE) tests/vm/check-rdma
+
+# A longer fuzzing run of the ERDMA_SHIM_* parser (make test runs 20 s).
+fuzz:
+	ERDMA_FUZZ_SECONDS=$${ERDMA_FUZZ_SECONDS:-600} tests/unit/fuzz-config.sh
 
 demo: deps
 	$(MAKE) all
