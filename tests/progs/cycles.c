@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cycles: connect/echo/close in a loop, to see what a connection leaves
+ * behind.  Plain socket API.
+ *
+ *   cycles server ADDR PORT N     accept N connections one after another,
+ *                                 echo 8 bytes on each; prints "ready PORT"
+ *   cycles client ADDR PORT N [--hold FILE]
+ *
+ * The client measures its open fds and RSS after a warm-up (10% of N, at
+ * least 20 cycles) and after all N, prints both, and fails when either grew
+ * (fds: at all; RSS: by more than 2 MiB).  --hold keeps both processes
+ * alive at the end so a test can count QPs left in `rdma res`.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void die(const char *what)
+{
+	fprintf(stderr, "cycles: %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		die("opendir");
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the DIR's own fd */
+}
+
+static long rss_kib(void)
+{
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f || fscanf(f, "%ld %ld", &pages, &resident) != 2)
+		die("statm");
+	fclose(f);
+	return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void hold_until(const char *hold)
+{
+	struct stat sb;
+
+	if (!hold)
+		return;
+	printf("holding\n");
+	fflush(stdout);
+	for (int i = 0; i < 6000 && stat(hold, &sb) != 0; i++)
+		usleep(10000);
+}
+
+static int full(int fd, char *buf, size_t n, int out)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = out ? send(fd, buf + done, n - done, MSG_NOSIGNAL)
+				: recv(fd, buf + done, n - done, 0);
+
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			return -1;
+		}
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST }, *ai;
+	const char *hold = argc > 6 && !strcmp(argv[5], "--hold") ? argv[6] : NULL;
+	int n, warm;
+	char buf[8];
+
+	if (argc < 5)
+		return fprintf(stderr, "usage: cycles server|client ADDR PORT N [--hold FILE]\n"), 2;
+	n = atoi(argv[4]);
+	if (getaddrinfo(argv[2], argv[3], &hints, &ai))
+		die("getaddrinfo");
+	if (!strcmp(argv[1], "server")) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		int one = 1, l = socket(ai->ai_family, SOCK_STREAM, 0);
+
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(l, ai->ai_addr, ai->ai_addrlen) || listen(l, 64))
+			die("listen");
+		getsockname(l, (struct sockaddr *)&ss, &len);
+		printf("ready %u\n", ntohs(((struct sockaddr_in *)&ss)->sin_port));
+		fflush(stdout);
+		for (int i = 0; i < n; i++) {
+			int c = accept(l, NULL, NULL);
+
+			if (c < 0 || full(c, buf, 8, 0) || full(c, buf, 8, 1))
+				die("serve");
+			close(c);
+		}
+		printf("server: served %d connections\n", n);
+		hold_until(hold);
+		close(l);
+		return 0;
+	}
+	warm = n / 10 > 20 ? n / 10 : 20;
+	if (warm > n)
+		warm = n;
+	int fd0 = 0;
+	long rss0 = 0;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < n; i++) {
+		int fd;
+
+		if (i == warm) {
+			fd0 = count_fds();
+			rss0 = rss_kib();
+		}
+		fd = socket(ai->ai_family, SOCK_STREAM, 0);
+		if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen))
+			die("connect");
+		memcpy(buf, &i, sizeof(i));
+		memset(buf + sizeof(i), 'x', 8 - sizeof(i));
+		if (full(fd, buf, 8, 1) || full(fd, buf, 8, 0) || memcmp(buf, &i, sizeof(i)))
+			die("echo");
+		close(fd);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	int fd1 = count_fds();
+	long rss1 = rss_kib();
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+
+	printf("client: %d cycles; fds %d -> %d; RSS %ld -> %ld KiB\n", n, fd0, fd1, rss0, rss1);
+	fprintf(stderr, "FIGURE: %d connect/echo/close cycles in %.1f s (%.1f ms each)\n", n, secs,
+		1000 * secs / n);
+	hold_until(hold);
+	return fd1 > fd0 || rss1 - rss0 > 2048 ? 1 : 0;
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# No leaks per connection: N connect/echo/close cycles (ERDMA_CYCLES, default
+# 1000) over RDMA (ERDMA_SHIM=require) must leave the client's fd count and
+# RSS where they were after warm-up, and no QP in either process once all
+# connections are closed (rdma res, both processes held alive at the end).
+. "$(dirname "$0")/lib/common.bash"
+N=${ERDMA_CYCLES:-1000}
+C=$PROGS/cycles
+hold=$WORK/hold
+bg "$WORK/server" env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout 280 "$C" server "$IP0" 0 "$N" --hold "$hold"
+spid=$BG_PID
+wait_for "$WORK/server" '^ready ' 30
+bg "$WORK/client" env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout 280 "$C" client "$IP0" \
+	"$(port_of "$WORK/server")" "$N" --hold "$hold"
+cpid=$BG_PID
+wait_for "$WORK/client" '^holding' 270
+wait_for "$WORK/server" '^holding' 30
+q="$(qps "$spid") $(qps "$cpid")"
+touch "$hold"
+wait "$cpid" || fail "client: $(cat "$WORK/client")"
+wait "$spid" || fail "server: $(cat "$WORK/server")"
+grep '^client:' "$WORK/client"
+grep '^FIGURE:' "$WORK/client" || true
+[ "$q" = "0 0" ] || fail "QPs left after every connection closed: server/client $q"
+echo "RESULT: $N RDMA connect/close cycles: no fd, RSS or QP growth (QPs left: $q)"
