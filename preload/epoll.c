@@ -573,16 +573,6 @@ SHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max,
 	EPOLL_WAIT_BODY(REAL(epoll_pwait)(epfd, evs, max, timeout, sigmask));
 }
 
-static int ts_to_ms(const struct timespec *ts)
-{
-	long long ms;
-
-	if (!ts)
-		return -1;
-	ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
-	return ms > INT_MAX ? INT_MAX : (int)ms;
-}
-
 SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
 			     const struct timespec *tmo,
 			     const sigset_t *sigmask)
@@ -593,6 +583,6 @@ SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
 		errno = ENOSYS;
 		return -1;
 	}
-	timeout = ts_to_ms(tmo);
+	timeout = shim_ts_to_ms(tmo);
 	EPOLL_WAIT_BODY(REAL(epoll_pwait2)(epfd, evs, max, tmo, sigmask));
 }

@@ -24,16 +24,6 @@ static inline bool rdma_in_use(void)
 	       !shim_in_lib();
 }
 
-static int ts_ms(const struct timespec *ts)
-{
-	long long ms;
-
-	if (!ts)
-		return -1;
-	ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
-	return ms > INT_MAX ? INT_MAX : (int)ms;
-}
-
 
 /*
  * The rewritten poll.  Returns like poll() but -errno.  tmo/mask are ppoll's
@@ -167,7 +157,7 @@ SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
 	shim_ensure_init();
 	if (likely(!rdma_in_use()) || !any_ours(fds, nfds))
 		return REAL(ppoll)(fds, nfds, tmo, sigmask);
-	return (int)shim_ret(poll_slow(fds, nfds, ts_ms(tmo), tmo, sigmask));
+	return (int)shim_ret(poll_slow(fds, nfds, shim_ts_to_ms(tmo), tmo, sigmask));
 }
 
 SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
@@ -215,7 +205,7 @@ static int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e,
 	if (!ours)
 		goto out;
 	*handled = true;
-	ret = poll_slow(p, (nfds_t)n, ts_ms(tmo), tmo, mask);
+	ret = poll_slow(p, (nfds_t)n, shim_ts_to_ms(tmo), tmo, mask);
 	if (ret < 0) {
 		count = ret;
 		goto out;

@@ -81,6 +81,17 @@ extern __thread int *shim_pair_capture;
 /* Set by rsocket_glue around rconnect/raccept: see preload/svc.c. */
 extern __thread bool shim_svc_guard;
 
+/* A timespec timeout in whole milliseconds, rounded up; NULL = -1 (forever). */
+static inline int shim_ts_to_ms(const struct timespec *ts)
+{
+	long long ms;
+
+	if (!ts)
+		return -1;
+	ms = (long long)ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000;
+	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+}
+
 /* Set errno from an internal -errno result; return -1 or the value. */
 static inline long shim_ret(long r)
 {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Socket options and ERDMA_SHIM_* tunables mapped onto rsockets. */
 #include "glue.h"
+#include "glue_int.h"
 #include "shim.h"
 #include "log.h"
 
@@ -9,14 +10,7 @@
 
 static int rset(int rs, int level, int name, unsigned int v)
 {
-	int r;
-
-	shim_enter_lib();
-	r = rsetsockopt(rs, level, name, &v, sizeof(v));
-	if (r < 0)
-		r = -errno;
-	shim_leave_lib();
-	return r;
+	return (int)LIB_CALL(rsetsockopt(rs, level, name, &v, sizeof(v)));
 }
 
 int sg_apply_tunables(int rs, const struct shim_config *c,
@@ -69,24 +63,10 @@ int sg_apply_tunables(int rs, const struct shim_config *c,
 
 int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len)
 {
-	int r;
-
-	shim_enter_lib();
-	r = rsetsockopt(rs, level, name, val, len);
-	if (r < 0)
-		r = -errno;
-	shim_leave_lib();
-	return r;
+	return (int)LIB_CALL(rsetsockopt(rs, level, name, val, len));
 }
 
 int sg_getsockopt(int rs, int level, int name, void *val, socklen_t *len)
 {
-	int r;
-
-	shim_enter_lib();
-	r = rgetsockopt(rs, level, name, val, len);
-	if (r < 0)
-		r = -errno;
-	shim_leave_lib();
-	return r;
+	return (int)LIB_CALL(rgetsockopt(rs, level, name, val, len));
 }

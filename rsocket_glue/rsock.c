@@ -6,6 +6,7 @@
  * calls out of the shim.
  */
 #include "glue.h"
+#include "glue_int.h"
 #include "shim.h"
 #include "log.h"
 
@@ -17,16 +18,6 @@
 #include <sys/timerfd.h>
 #include <time.h>
 
-#define LIB_CALL(expr)                                                         \
-	({                                                                     \
-		long r_;                                                       \
-		shim_enter_lib();                                              \
-		r_ = (long)(expr);                                             \
-		if (r_ < 0)                                                    \
-			r_ = -errno;                                           \
-		shim_leave_lib();                                              \
-		r_;                                                            \
-	})
 
 static int avail_state; /* 0 unknown, 1 yes, -1 no */
 
