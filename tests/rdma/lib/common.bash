@@ -8,6 +8,12 @@ SHIM_LIB=${SHIM:-$ROOT/liberdma_shim.so}
 PRELOAD=${SHIM_PRELOAD:-$SHIM_LIB}
 IP0=${ERDMA_BED_IP0:-192.168.77.1}
 IP1=${ERDMA_BED_IP1:-192.168.77.2}
+# The bed is soft-RoCE under emulation: an rsocket connect takes ~50 ms but
+# can pass the shim's 1 s default on a loaded machine, and under
+# ERDMA_SHIM=require a timed-out connect fails the test (seen in CI dry runs).
+# Hardware needs no such bound; the tests that measure fallback are not
+# affected (a refused or excluded connect does not wait).
+export ERDMA_SHIM_CONNECT_TIMEOUT_MS=${ERDMA_SHIM_CONNECT_TIMEOUT_MS:-15000}
 WORK=$(mktemp -d /tmp/erdma-rdma.XXXXXX)
 PIDS=()
 cleanup() {
