@@ -309,20 +309,12 @@ SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 	return 0;
 }
 
-/*
- * Forget fd: the program closed it, or dup2 is about to replace it.  Must be
- * called before the number can be reused, i.e. before the real close.
- */
-static void forget_fd(int fd)
-{
-	shim_fd_install(fd, NULL);
-}
-
 SHIM_EXPORT int close(int fd)
 {
 	if (likely(!shim_fd_get(fd)))
 		return REAL(close)(fd);
-	forget_fd(fd);
+	/* Forget fd before the real close: after it the number can be reused. */
+	shim_fd_install(fd, NULL);
 	return REAL(close)(fd);
 }
 
@@ -334,7 +326,7 @@ static void forget_range(unsigned int first, unsigned int last)
 		last = span ? span - 1 : 0;
 	for (unsigned int fd = first; fd <= last && fd < span; fd++)
 		if (shim_fd_get((int)fd))
-			forget_fd((int)fd);
+			shim_fd_install((int)fd, NULL);
 }
 
 SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)

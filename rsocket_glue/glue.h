@@ -79,6 +79,5 @@ int sg_apply_tunables(int rs, const struct shim_config *c,
 /* Negative cache of peers with no RDMA listener (negcache.c). */
 bool sg_negcache_hit(const struct sockaddr *dst, unsigned int ttl_s);
 void sg_negcache_add(const struct sockaddr *dst);
-void sg_negcache_clear(void);
 
 #endif

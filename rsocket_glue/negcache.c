@@ -105,16 +105,3 @@ void sg_negcache_add(const struct sockaddr *dst)
 		e->added = mono_s();
 	pthread_mutex_unlock(&neg_lock);
 }
-
-void sg_negcache_clear(void)
-{
-	struct neg_ent *e, *tmp;
-
-	pthread_mutex_lock(&neg_lock);
-	HASH_ITER(hh, neg, e, tmp) {
-		HASH_DEL(neg, e);
-		free(e);
-	}
-	neg_count = 0;
-	pthread_mutex_unlock(&neg_lock);
-}
