@@ -20,6 +20,13 @@
  * program read (EPOLLIN) or hit a full send queue (EPOLLOUT) on the fd
  * (sock->rd_gen / wr_gen).  A program that reads until EAGAIN, as ET
  * requires, sees exactly one event per readiness edge.
+ *
+ * Two kinds of kernel registration carry a marker (the ep_reg's address)
+ * instead of the program's data, and are mapped back by translate(): a
+ * listener (its fd and its accept-queue fd: one event, as the kernel gives
+ * for one fd) and an epoll fd nested in this one (its kernel side; its RDMA
+ * side is computed by peeking at its registry).  An epoll fd with RDMA
+ * registrations is also pollable by poll/select (shim_epoll_peek/_watch).
  */
 #include "shim.h"
 #include "epoll_int.h"
@@ -43,6 +50,9 @@ struct ep_reg {
 	unsigned int rd_seen, wr_seen;
 	bool disabled;	     /* EPOLLONESHOT fired */
 	bool in_kernel;	     /* still a kernel registration (not yet RDMA) */
+	bool marked;	     /* kernel registration(s) carry the marker */
+	struct ep_set *inner; /* a nested epoll fd's registry */
+	unsigned int stamp, slot; /* translate(): this call's event index+1 */
 	struct ep_reg *next;
 };
 
@@ -51,28 +61,159 @@ struct ep_set {
 	int wake_fd; /* eventfd: epoll_ctl kicks waiters to re-snapshot */
 	pthread_mutex_t lock;
 	struct ep_reg *regs;
+	struct ep_reg *grave; /* unlinked marked registrations, see reap */
+	int nemul;	     /* atomic: RDMA and nested registrations */
+	int nmarked;	     /* marked registrations (under lock) */
+	int direct_waiters;  /* atomic: threads asleep in the kernel's wait */
+	unsigned int stamp;  /* per collect */
 	struct ep_set *next_set; /* all sets, for shim_epoll_sock_changed */
 };
+
+/* Kernel data of the wake eventfd: never a valid ep_reg address. */
+#define WAKE_MARK(set) ((uint64_t)(uintptr_t)&(set)->wake_fd)
+/* The accept queue of a listener: its reg's address with bit 0 set. */
+#define QFD_TAG 1u
 
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep_set *all_sets;
 
 #define EP_RDMA_BITS (EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLWRNORM | EPOLLRDHUP)
 
+/*
+ * Wake the set's waiters so that they take a new snapshot.  Those asleep in
+ * sleep_on() poll the eventfd; those asleep in the kernel's epoll_wait (a
+ * set with nothing to emulate) see it through a one-shot registration.
+ */
 static void kick(struct ep_set *set)
 {
 	uint64_t one = 1;
 
 	(void)REAL(write)(set->wake_fd, &one, sizeof(one));
+	if (__atomic_load_n(&set->direct_waiters, __ATOMIC_SEQ_CST)) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT,
+					  .data.u64 = WAKE_MARK(set) };
+
+		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_MOD, set->wake_fd, &ev);
+	}
 }
 
-/* Find or make the registry of epfd.  Registering the wake eventfd with no
- * events validates epfd exactly as the kernel would (EBADF, EINVAL...). */
+static void drain_wake(struct ep_set *set)
+{
+	uint64_t v;
+
+	(void)REAL(read)(set->wake_fd, &v, sizeof(v));
+}
+
+static bool emulated(const struct ep_reg *r)
+{
+	return !r->in_kernel || r->inner;
+}
+
+static void reg_link(struct ep_set *set, struct ep_reg *r)
+{
+	__atomic_add_fetch(&r->s->ep_regs, 1, __ATOMIC_RELAXED);
+	if (emulated(r))
+		__atomic_add_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
+	set->nmarked += r->marked;
+	r->next = set->regs;
+	set->regs = r;
+}
+
+/* Free the graves once no thread is in the kernel's wait: one that is may
+ * bring back an event naming a marked registration removed meanwhile. */
+static void reap_locked(struct ep_set *set)
+{
+	struct ep_reg *r;
+
+	if (__atomic_load_n(&set->direct_waiters, __ATOMIC_SEQ_CST))
+		return;
+	while ((r = set->grave)) {
+		set->grave = r->next;
+		free(r);
+	}
+}
+
+static void reg_unlink(struct ep_set *set, struct ep_reg **pp)
+{
+	struct ep_reg *r = *pp;
+
+	*pp = r->next;
+	__atomic_sub_fetch(&r->s->ep_regs, 1, __ATOMIC_RELAXED);
+	if (emulated(r))
+		__atomic_sub_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
+	set->nmarked -= r->marked;
+	if (r->marked) {
+		r->next = set->grave;
+		set->grave = r;
+		reap_locked(set);
+	} else {
+		free(r);
+	}
+}
+
+static struct ep_set *set_new(int epfd)
+{
+	struct ep_set *set = calloc(1, sizeof(*set));
+
+	if (!set)
+		return NULL;
+	set->epfd = epfd;
+	set->wake_fd = -1;
+	pthread_mutex_init(&set->lock, NULL);
+	return set;
+}
+
+/* Make set the registry of epfd (a new epoll fd, or one found in use). */
+static int set_install(int epfd, struct ep_set *set)
+{
+	struct shim_sock *es = shim_sock_new(SHIM_SK_EPOLL, 0);
+
+	if (!es)
+		return -ENOMEM;
+	es->epset = set;
+	pthread_mutex_lock(&sets_lock);
+	set->next_set = all_sets;
+	all_sets = set;
+	pthread_mutex_unlock(&sets_lock);
+	shim_fd_install(epfd, es);
+	return 0;
+}
+
+/*
+ * The wake eventfd, made when the set first gets a registration of ours.
+ * It sits in the kernel set disarmed (no events: the epoll fd must not look
+ * readable because of it); kick() arms it, one-shot, when a thread is
+ * asleep in the kernel's epoll_wait on this set, which then wakes, finds
+ * the marker, and looks again.
+ */
+static int ensure_wake(struct ep_set *set)
+{
+	struct epoll_event ev = { .events = 0, .data.u64 = WAKE_MARK(set) };
+	int fd;
+
+	if (__atomic_load_n(&set->wake_fd, __ATOMIC_ACQUIRE) >= 0)
+		return 0;
+	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (REAL(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		int e = errno;
+
+		REAL(close)(fd);
+		return -e;
+	}
+	__atomic_store_n(&set->wake_fd, fd, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Find or make the registry of epfd.  For an epoll fd we did not see made
+ * (inherited, or made while passing a library's calls through), adding the
+ * wake eventfd validates epfd exactly as the kernel would (EBADF, EINVAL). */
 static int get_set(int epfd, struct ep_set **out)
 {
 	struct shim_sock *es = shim_fd_get(epfd);
-	struct epoll_event none = { 0 };
 	struct ep_set *set;
+	int err;
 
 	if (es && es->kind == SHIM_SK_EPOLL) {
 		*out = es->epset;
@@ -81,35 +222,19 @@ static int get_set(int epfd, struct ep_set **out)
 	if (es)
 		return -EINVAL; /* a socket is no epoll fd */
 	/* A closed epfd is EBADF, and must be found so before the eventfd
-	 * below can take its number. */
+	 * can take its number. */
 	if (REAL(fcntl)(epfd, F_GETFD) < 0)
 		return -errno;
-	set = calloc(1, sizeof(*set));
-	es = shim_sock_new(SHIM_SK_EPOLL, 0);
-	if (!set || !es) {
-		free(set);
-		free(es);
+	set = set_new(epfd);
+	if (!set)
 		return -ENOMEM;
+	err = ensure_wake(set);
+	if (!err)
+		err = set_install(epfd, set);
+	if (err) {
+		shim_epoll_free(set);
+		return err;
 	}
-	set->epfd = epfd;
-	pthread_mutex_init(&set->lock, NULL);
-	set->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (set->wake_fd < 0 ||
-	    REAL(epoll_ctl)(epfd, EPOLL_CTL_ADD, set->wake_fd, &none) < 0) {
-		int e = errno;
-
-		if (set->wake_fd >= 0)
-			REAL(close)(set->wake_fd);
-		free(set);
-		free(es);
-		return -e;
-	}
-	es->epset = set;
-	pthread_mutex_lock(&sets_lock);
-	set->next_set = all_sets;
-	all_sets = set;
-	pthread_mutex_unlock(&sets_lock);
-	shim_fd_install(epfd, es);
 	*out = set;
 	return 0;
 }
@@ -117,7 +242,6 @@ static int get_set(int epfd, struct ep_set **out)
 void shim_epoll_free(struct ep_set *set)
 {
 	struct ep_set **pp;
-	struct ep_reg *r, *n;
 
 	pthread_mutex_lock(&sets_lock);
 	for (pp = &all_sets; *pp; pp = &(*pp)->next_set)
@@ -126,12 +250,12 @@ void shim_epoll_free(struct ep_set *set)
 			break;
 		}
 	pthread_mutex_unlock(&sets_lock);
-	for (r = set->regs; r; r = n) {
-		n = r->next;
-		__atomic_sub_fetch(&r->s->ep_regs, 1, __ATOMIC_RELAXED);
-		free(r);
-	}
-	REAL(close)(set->wake_fd);
+	while (set->regs)
+		reg_unlink(set, &set->regs);
+	set->direct_waiters = 0;
+	reap_locked(set);
+	if (set->wake_fd >= 0)
+		REAL(close)(set->wake_fd);
 	pthread_mutex_destroy(&set->lock);
 	free(set);
 }
@@ -173,10 +297,11 @@ static void move_to_rdma(struct ep_set *set, struct ep_reg **pp)
 {
 	struct ep_reg *r = *pp;
 
-	if (r->in_kernel) {
+	if (r->in_kernel && !r->marked) {
 		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
 		r->in_kernel = false;
 		r->reported = 0;
+		__atomic_add_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
 		kick(set);
 	}
 }
@@ -199,13 +324,45 @@ void shim_epoll_kick_parked(struct shim_sock *s)
 		for_each_reg_of(s, kick_reg);
 }
 
+/* The kernel side of a marked registration: the fd itself and, for a
+ * listener, its accept queue; both name the reg, not the program's data. */
+static int kernel_ctl(struct ep_set *set, int op, struct ep_reg *r,
+		      const struct epoll_event *ev)
+{
+	struct epoll_event kev = { 0 };
+	int qfd = -1;
+
+	if (!r->marked)
+		return REAL(epoll_ctl)(set->epfd, op, r->fd,
+				       (struct epoll_event *)ev) < 0 ? -errno : 0;
+	if (ev)
+		kev.events = ev->events;
+	kev.data.u64 = (uint64_t)(uintptr_t)r;
+	if (REAL(epoll_ctl)(set->epfd, op, r->fd, &kev) < 0)
+		return -errno;
+	if (r->s->kind == SHIM_SK_LISTEN)
+		qfd = sg_listen_pollfd(r->s->rs);
+	if (qfd >= 0) {
+		/* Best effort: the listening fd itself is registered, and a
+		 * second registration of the same listener (a dup) finds the
+		 * queue taken. */
+		kev.data.u64 |= QFD_TAG;
+		(void)REAL(epoll_ctl)(set->epfd, op, qfd, &kev);
+	}
+	return 0;
+}
+
 static void drop_reg(struct ep_set *set, struct ep_reg **pp)
 {
 	struct ep_reg *r = *pp;
 
-	*pp = r->next;
-	__atomic_sub_fetch(&r->s->ep_regs, 1, __ATOMIC_RELAXED);
-	free(r);
+	/* The kernel dropped the fd's own registration with the file; a
+	 * listener's queue lives on until its rsocket does. */
+	if (r->marked && r->s->kind == SHIM_SK_LISTEN &&
+	    sg_listen_pollfd(r->s->rs) >= 0)
+		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL,
+				sg_listen_pollfd(r->s->rs), NULL);
+	reg_unlink(set, pp);
 	kick(set);
 }
 
@@ -214,24 +371,60 @@ void shim_epoll_forget(struct shim_sock *s)
 	for_each_reg_of(s, drop_reg);
 }
 
-/* A listener: the kernel listening fd plus the rsocket's accept queue,
- * both in the kernel set with the program's event and data. */
-static int ctl_listener(int epfd, int op, int fd, struct shim_sock *s,
-			struct epoll_event *ev)
+static int ctl_add(struct ep_set *set, int fd, struct shim_sock *s,
+		   const struct epoll_event *ev)
 {
-	int qfd = sg_listen_pollfd(s->rs);
-	int r = REAL(epoll_ctl)(epfd, op, fd, ev);
+	struct ep_reg *r = calloc(1, sizeof(*r));
+	int err;
 
-	if (r == 0 && qfd >= 0)
-		REAL(epoll_ctl)(epfd, op, qfd, ev);
-	return r;
+	if (!r)
+		return -ENOMEM;
+	r->fd = fd;
+	r->s = s;
+	r->events = ev->events;
+	r->data = ev->data;
+	/* Not (yet) RDMA: the kernel watches it, with the program's data
+	 * until connect decides; listeners and nested sets with a marker. */
+	r->in_kernel = s->kind != SHIM_SK_RDMA;
+	r->marked = s->kind == SHIM_SK_LISTEN || s->kind == SHIM_SK_EPOLL;
+	r->inner = s->kind == SHIM_SK_EPOLL ? s->epset : NULL;
+	if (r->in_kernel) {
+		err = kernel_ctl(set, EPOLL_CTL_ADD, r, ev);
+		if (err) {
+			free(r);
+			return err;
+		}
+	}
+	r->rd_seen = __atomic_load_n(&s->rd_gen, __ATOMIC_RELAXED);
+	r->wr_seen = __atomic_load_n(&s->wr_gen, __ATOMIC_RELAXED);
+	reg_link(set, r);
+	return 0;
+}
+
+static int ctl_mod(struct ep_set *set, struct ep_reg *r,
+		   const struct epoll_event *ev)
+{
+	int err;
+
+	if (r->events & EPOLLEXCLUSIVE)
+		return -EINVAL;
+	if (r->in_kernel) {
+		err = kernel_ctl(set, EPOLL_CTL_MOD, r, ev);
+		if (err)
+			return err;
+	}
+	r->events = ev->events;
+	r->data = ev->data;
+	r->disabled = false;
+	r->reported = 0; /* a MOD re-arms, as in the kernel */
+	return 0;
 }
 
 static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 		    struct epoll_event *ev)
 {
 	struct ep_set *set = NULL;
-	struct ep_reg **pp, *r;
+	struct ep_reg **pp;
 	int err = 0;
 
 	if (epfd == fd)
@@ -243,72 +436,26 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 	err = get_set(epfd, &set);
 	if (!err && op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE))
 		err = -EINVAL; /* as the kernel: EXCLUSIVE is for ADD only */
+	if (!err)
+		err = ensure_wake(set);
+	/* A nested set's kicks must reach the outer set's sleepers, who
+	 * watch its wake eventfd. */
+	if (!err && s->kind == SHIM_SK_EPOLL)
+		err = ensure_wake(s->epset);
 	if (err)
 		return err;
 	pthread_mutex_lock(&set->lock);
 	pp = find_reg(set, fd);
-	if (op == EPOLL_CTL_MOD && pp && ((*pp)->events & EPOLLEXCLUSIVE)) {
-		pthread_mutex_unlock(&set->lock);
-		return -EINVAL;
-	}
-	switch (op) {
-	case EPOLL_CTL_ADD:
-		if (pp) {
-			err = -EEXIST;
-			break;
-		}
-		r = calloc(1, sizeof(*r));
-		if (!r) {
-			err = -ENOMEM;
-			break;
-		}
-		if (s->kind == SHIM_SK_TCP) {
-			/* Not RDMA (yet): the kernel watches it until
-			 * connect decides. */
-			if (REAL(epoll_ctl)(epfd, op, fd, ev) < 0) {
-				err = -errno;
-				free(r);
-				break;
-			}
-			r->in_kernel = true;
-		}
-		r->fd = fd;
-		r->s = s;
-		r->events = ev->events;
-		r->data = ev->data;
-		r->rd_seen = __atomic_load_n(&s->rd_gen, __ATOMIC_RELAXED);
-		r->wr_seen = __atomic_load_n(&s->wr_gen, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&s->ep_regs, 1, __ATOMIC_RELAXED);
-		r->next = set->regs;
-		set->regs = r;
-		break;
-	case EPOLL_CTL_MOD:
-		if (!pp) {
-			err = -ENOENT;
-			break;
-		}
-		r = *pp;
-		if (r->in_kernel && REAL(epoll_ctl)(epfd, op, fd, ev) < 0) {
-			err = -errno;
-			break;
-		}
-		r->events = ev->events;
-		r->data = ev->data;
-		r->disabled = false;
-		r->reported = 0; /* a MOD re-arms, as in the kernel */
-		break;
-	case EPOLL_CTL_DEL:
-		if (!pp) {
-			err = -ENOENT;
-			break;
-		}
+	if (op == EPOLL_CTL_ADD)
+		err = pp ? -EEXIST : ctl_add(set, fd, s, ev);
+	else if (!pp)
+		err = -ENOENT;
+	else if (op == EPOLL_CTL_MOD)
+		err = ctl_mod(set, *pp, ev);
+	else {
 		if ((*pp)->in_kernel)
-			REAL(epoll_ctl)(epfd, op, fd, NULL);
-		r = *pp;
-		*pp = r->next;
-		__atomic_sub_fetch(&s->ep_regs, 1, __ATOMIC_RELAXED);
-		free(r);
-		break;
+			kernel_ctl(set, EPOLL_CTL_DEL, *pp, NULL);
+		reg_unlink(set, pp);
 	}
 	pthread_mutex_unlock(&set->lock);
 	shim_dbg("epoll_ctl(%d, %s, %d, 0x%x): %s", epfd,
@@ -323,23 +470,42 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	if (likely(!s || s->kind == SHIM_SK_INTERNAL || s->kind == SHIM_SK_EPOLL))
+	if (likely(!s || s->kind == SHIM_SK_INTERNAL || s->kind == SHIM_SK_DEAD ||
+		   s->kind == SHIM_SK_SVC || shim_in_lib()))
 		return REAL(epoll_ctl)(epfd, op, fd, ev);
-	if (s->kind == SHIM_SK_LISTEN)
-		return ctl_listener(epfd, op, fd, s, ev);
 	return (int)shim_ret(ctl_slow(epfd, op, fd, s, ev));
+}
+
+/*
+ * Every epoll fd the program makes gets its (empty) registry at once, so
+ * that it can be nested or polled later with RDMA fds in it, and so that a
+ * thread asleep on it can be woken when the first RDMA fd is added.  It
+ * costs no fd until then (the wake eventfd is made on first use).
+ */
+static int adopt_epfd(int epfd)
+{
+	struct ep_set *set;
+
+	if (epfd < 0 || shim_in_lib())
+		return epfd;
+	set = set_new(epfd);
+	if (!set || set_install(epfd, set)) {
+		free(set); /* left to get_set(), as for an inherited epfd */
+		return epfd;
+	}
+	return epfd;
 }
 
 SHIM_EXPORT int epoll_create(int size)
 {
 	shim_ensure_init();
-	return REAL(epoll_create)(size);
+	return adopt_epfd(REAL(epoll_create)(size));
 }
 
 SHIM_EXPORT int epoll_create1(int flags)
 {
 	shim_ensure_init();
-	return REAL(epoll_create1)(flags);
+	return adopt_epfd(REAL(epoll_create1)(flags));
 }
 
 /* rpoll revents of an rsocket -> epoll bits the kernel would show. */
@@ -365,38 +531,211 @@ static void rearm(struct ep_reg *r)
 	}
 }
 
+#define EP_NEST_BITS (EPOLLIN | EPOLLRDNORM)
+
 /* Which bits may still produce an event (what a blocking wait watches). */
 static uint32_t waitable(const struct ep_reg *r)
 {
-	uint32_t want = r->events & EP_RDMA_BITS;
+	uint32_t want = r->events & (r->inner ? EP_NEST_BITS : EP_RDMA_BITS);
 
-	if (r->disabled || r->in_kernel)
+	if (r->disabled || !emulated(r))
 		return 0;
 	if (r->events & EPOLLET)
 		want &= ~r->reported;
 	return want;
 }
 
-/* Step 1: events of the registry's RDMA fds, at most max. */
-static int collect(struct ep_set *set, struct epoll_event *evs, int max)
+/*
+ * Level/edge/one-shot filter: cur is what the fd shows now.  Returns the
+ * bits to report (0: none) and updates the registration's memory.
+ */
+static uint32_t filter(struct ep_reg *r, uint32_t cur)
+{
+	r->reported &= cur; /* gone bits count as new later */
+	if (!cur)
+		return 0;
+	if (r->events & EPOLLET) {
+		if (!(cur & ~r->reported))
+			return 0;
+		r->reported = cur;
+	}
+	if (r->events & EPOLLONESHOT)
+		r->disabled = true;
+	return cur;
+}
+
+int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
+		     struct ep_set *wake)
+{
+	if (w->n == w->cap) {
+		int cap = w->cap ? w->cap * 2 : 16;
+		struct pollfd *p = realloc(w->p, (size_t)cap * sizeof(*p));
+		struct shim_sock **h;
+		struct ep_set **k;
+
+		if (!p)
+			return -ENOMEM;
+		w->p = p;
+		h = realloc(w->held, (size_t)cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		w->held = h;
+		k = realloc(w->wakes, (size_t)cap * sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		w->wakes = k;
+		w->cap = cap;
+	}
+	if (s)
+		shim_sock_get(s);
+	w->p[w->n] = pfd;
+	w->held[w->n] = s;
+	w->wakes[w->n] = wake;
+	w->n++;
+	return 0;
+}
+
+void shim_watch_done(struct watch *w)
+{
+	for (int i = 0; i < w->n; i++) {
+		if (w->held[i])
+			shim_sock_put(w->held[i]);
+		if (w->wakes[i] && w->p[i].revents)
+			drain_wake(w->wakes[i]);
+	}
+	free(w->p);
+	free(w->held);
+	free(w->wakes);
+	*w = (struct watch){ 0 };
+}
+
+static bool peek_locked(struct ep_set *set, int depth);
+
+/* Readiness of a nested set's emulated side (its kernel side is the
+ * kernel's), without consuming anything: what the kernel's poll of an
+ * epoll fd does. */
+static bool peek(struct ep_set *set, int depth)
+{
+	bool ready;
+
+	if (depth > 8 || !__atomic_load_n(&set->nemul, __ATOMIC_RELAXED))
+		return false;
+	pthread_mutex_lock(&set->lock);
+	ready = peek_locked(set, depth);
+	pthread_mutex_unlock(&set->lock);
+	return ready;
+}
+
+static bool peek_locked(struct ep_set *set, int depth)
+{
+	struct ep_reg *r;
+
+	for (r = set->regs; r; r = r->next) {
+		uint32_t w;
+		struct pollfd pfd;
+
+		rearm(r);
+		w = waitable(r);
+		if (!w)
+			continue;
+		if (r->inner) {
+			if (peek(r->inner, depth + 1))
+				return true;
+			continue;
+		}
+		pfd = (struct pollfd){ .fd = r->s->rs, .events = POLLIN | POLLOUT };
+		if (sg_poll(&pfd, 1, 0) > 0 && (rdma_bits(r->s, pfd.revents, r->events) &
+						 (w | EPOLLERR | EPOLLHUP)))
+			return true;
+	}
+	return false;
+}
+
+/* What a sleeper on set must watch besides its epfd: the wake eventfd and
+ * the rsockets (and nested sets) that can still produce an event. */
+static int watch_locked(struct ep_set *set, struct watch *w, int depth)
+{
+	struct ep_reg *r;
+	int err = 0;
+
+	if (depth > 8)
+		return 0;
+	if (set->wake_fd >= 0)
+		err = shim_watch_add(w, (struct pollfd){ .fd = set->wake_fd, .events = POLLIN },
+				NULL, set);
+	for (r = set->regs; r && !err; r = r->next) {
+		uint32_t want;
+
+		/* Park first, then sample the generations: an I/O racing
+		 * with us either moves a generation we see, or sees the park
+		 * and kicks us (shim_epoll_io). */
+		if (emulated(r) && !r->inner && !r->disabled)
+			__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
+		rearm(r);
+		want = waitable(r);
+		if (!want)
+			continue;
+		if (r->inner) {
+			pthread_mutex_lock(&r->inner->lock);
+			err = watch_locked(r->inner, w, depth + 1);
+			pthread_mutex_unlock(&r->inner->lock);
+			continue;
+		}
+		err = shim_watch_add(w, (struct pollfd){ .fd = r->s->rs, .events = (short)want },
+				r->s, NULL);
+	}
+	return err;
+}
+
+/* For poll/select on an epoll fd (poll.c): is its emulated side ready, and
+ * what must a sleeper watch for it. */
+bool shim_epoll_peek(struct ep_set *set)
+{
+	return peek(set, 0);
+}
+
+bool shim_epoll_emulating(struct ep_set *set)
+{
+	return __atomic_load_n(&set->nemul, __ATOMIC_ACQUIRE) != 0;
+}
+
+int shim_epoll_watch(struct ep_set *set, struct watch *w)
+{
+	int err;
+
+	pthread_mutex_lock(&set->lock);
+	err = watch_locked(set, w, 0);
+	pthread_mutex_unlock(&set->lock);
+	return err;
+}
+
+/* Note out[slot] as r's event in this collect. */
+static void emit(struct ep_set *set, struct ep_reg *r, uint32_t bits,
+		 struct epoll_event *evs, int *out)
+{
+	evs[*out].events = bits;
+	evs[*out].data = r->data;
+	r->stamp = set->stamp;
+	r->slot = (unsigned int)*out + 1;
+	(*out)++;
+}
+
+/* Step 1: events of the registry's emulated fds, at most max.  Locked. */
+static int collect_locked(struct ep_set *set, struct epoll_event *evs, int max)
 {
 	struct pollfd stack[64], *p = stack;
 	struct ep_reg *r;
 	int n = 0, k = 0, out = 0;
 
-	pthread_mutex_lock(&set->lock);
+	set->stamp++;
+	if (!__atomic_load_n(&set->nemul, __ATOMIC_RELAXED))
+		return 0;
 	for (r = set->regs; r; r = r->next)
 		n++;
-	if (!n) {
-		pthread_mutex_unlock(&set->lock);
-		return 0;
-	}
 	if (n > (int)ARRAY_SIZE(stack)) {
 		p = malloc((size_t)n * sizeof(*p));
-		if (!p) {
-			pthread_mutex_unlock(&set->lock);
+		if (!p)
 			return -ENOMEM;
-		}
 	}
 	for (r = set->regs; r; r = r->next) {
 		rearm(r);
@@ -405,104 +744,122 @@ static int collect(struct ep_set *set, struct epoll_event *evs, int max)
 		p[k].revents = 0;
 		k++;
 	}
-	if (sg_poll(p, (nfds_t)k, 0) > 0) {
-		k = 0;
-		for (r = set->regs; r && out < max; r = r->next, k++) {
-			uint32_t cur;
+	if (sg_poll(p, (nfds_t)k, 0) < 0)
+		memset(p, 0, (size_t)k * sizeof(*p)); /* as "nothing ready" */
+	k = 0;
+	for (r = set->regs; r && out < max; r = r->next, k++) {
+		uint32_t cur;
 
-			if (p[k].fd < 0)
-				continue;
-			if (!p[k].revents) {
-				r->reported = 0;
-				continue;
-			}
-			cur = rdma_bits(r->s, p[k].revents, r->events) &
-			      (r->events | EPOLLERR | EPOLLHUP);
-			r->reported &= cur; /* gone bits count as new later */
-			if (!cur)
-				continue;
-			if (r->events & EPOLLET) {
-				if (!(cur & ~r->reported))
-					continue;
-				r->reported = cur;
-			}
-			evs[out].events = cur;
-			evs[out].data = r->data;
-			out++;
-			if (r->events & EPOLLONESHOT)
-				r->disabled = true;
-		}
-	} else {
-		/* nothing ready: every bit is absent, so every bit re-arms */
-		for (r = set->regs; r; r = r->next)
-			r->reported = 0;
+		if (r->inner && !r->disabled)
+			cur = peek(r->inner, 1) ? r->events & EP_NEST_BITS : 0;
+		else if (p[k].fd < 0)
+			continue;
+		else
+			cur = p[k].revents ? rdma_bits(r->s, p[k].revents, r->events) &
+						     (r->events | EPOLLERR | EPOLLHUP)
+					   : 0;
+		cur = filter(r, cur);
+		if (cur)
+			emit(set, r, cur, evs, &out);
 	}
 	if (p != stack)
 		free(p);
-	pthread_mutex_unlock(&set->lock);
 	return out;
 }
 
-/* Step 3: sleep until the kernel set, a kick or a watched rsocket is ready.
- * Holds a reference on each watched sock so close() can't free it. */
+/* The marked registration data names: live (returned), gone meanwhile
+ * (*gone: the event is dropped), or none (the program's own data). */
+static struct ep_reg *marked_reg(struct ep_set *set, uint64_t data, bool *gone)
+{
+	uint64_t addr = data & ~(uint64_t)QFD_TAG;
+	struct ep_reg *r;
+
+	*gone = false;
+	for (r = set->regs; r; r = r->next)
+		if (r->marked && (uint64_t)(uintptr_t)r == addr)
+			return r;
+	for (r = set->grave; r; r = r->next)
+		if ((uint64_t)(uintptr_t)r == addr) {
+			*gone = true;
+			break;
+		}
+	return NULL;
+}
+
+/*
+ * Step 2's kernel events evs[from, from + n): drop wake events, give marked
+ * ones their registration's data, and merge a registration's several
+ * events (listener + queue, nested kernel + RDMA side) into one.  Locked.
+ * Returns the new total.
+ */
+static int translate_locked(struct ep_set *set, struct epoll_event *evs,
+			    int from, int n)
+{
+	int out = from;
+
+	for (int i = from; i < from + n; i++) {
+		struct epoll_event ev = evs[i];
+		struct ep_reg *r;
+		bool gone;
+
+		if (ev.data.u64 == WAKE_MARK(set)) {
+			drain_wake(set);
+			continue;
+		}
+		if (!set->nmarked && !set->grave) {
+			evs[out++] = ev;
+			continue;
+		}
+		r = marked_reg(set, ev.data.u64, &gone);
+		if (gone)
+			continue;
+		if (!r) {
+			evs[out++] = ev;
+			continue;
+		}
+		if (r->stamp == set->stamp && r->slot) {
+			evs[r->slot - 1].events |= ev.events;
+			continue;
+		}
+		if (r->disabled)
+			continue;
+		if (r->events & EPOLLONESHOT)
+			r->disabled = true;
+		ev.data = r->data;
+		evs[out] = ev;
+		r->stamp = set->stamp;
+		r->slot = (unsigned int)out + 1;
+		out++;
+	}
+	return out;
+}
+
+/* Step 3: sleep until the kernel set, a kick or a watched rsocket is ready. */
 static int sleep_on(struct ep_set *set, int timeout_ms, const sigset_t *mask)
 {
-	struct shim_sock *held_stack[64], **held = held_stack;
-	struct pollfd stack[66], *p = stack;
-	struct ep_reg *r;
+	struct watch w = { 0 };
 	sigset_t old;
-	int n = 2, k, ret;
-	uint64_t drain;
+	int ret;
 
-	pthread_mutex_lock(&set->lock);
-	for (r = set->regs; r; r = r->next)
-		n++;
-	if (n > (int)ARRAY_SIZE(stack)) {
-		p = malloc((size_t)n * sizeof(*p));
-		held = malloc((size_t)n * sizeof(*held));
-		if (!p || !held) {
-			pthread_mutex_unlock(&set->lock);
-			free(p == stack ? NULL : p);
-			free(held == held_stack ? NULL : held);
-			return -ENOMEM;
-		}
+	ret = shim_watch_add(&w, (struct pollfd){ .fd = set->epfd, .events = POLLIN },
+			NULL, NULL);
+	if (!ret)
+		ret = shim_epoll_watch(set, &w);
+	if (ret) {
+		shim_watch_done(&w);
+		return ret;
 	}
-	p[0] = (struct pollfd){ .fd = set->epfd, .events = POLLIN };
-	p[1] = (struct pollfd){ .fd = set->wake_fd, .events = POLLIN };
-	k = 2;
-	for (r = set->regs; r; r = r->next) {
-		uint32_t w;
-
-		/* Park first, then sample the generations: an I/O racing
-		 * with us either moves a generation we see, or sees the park
-		 * and kicks us (shim_epoll_io). */
-		if (!r->in_kernel && !r->disabled)
-			__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
-		rearm(r);
-		w = waitable(r);
-		if (!w)
-			continue;
-		shim_sock_get(r->s);
-		held[k - 2] = r->s;
-		p[k++] = (struct pollfd){ .fd = r->s->rs, .events = (short)w };
-	}
-	pthread_mutex_unlock(&set->lock);
-	shim_dbg("epoll %d: sleeping on %d rsocket(s), timeout %d", set->epfd,
-		 k - 2, timeout_ms);
-
+	shim_dbg("epoll %d: sleeping on %d fd(s), timeout %d", set->epfd, w.n,
+		 timeout_ms);
 	if (mask)
 		pthread_sigmask(SIG_SETMASK, mask, &old);
-	ret = sg_wait(p, (nfds_t)k, timeout_ms);
+	ret = sg_wait(w.p, (nfds_t)w.n, timeout_ms);
 	if (mask)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret > 0 && p[1].revents)
-		(void)REAL(read)(set->wake_fd, &drain, sizeof(drain));
-	for (int i = 2; i < k; i++)
-		shim_sock_put(held[i - 2]);
-	if (p != stack)
-		free(p);
-	if (held != held_stack)
-		free(held);
+	if (ret <= 0)
+		for (int i = 0; i < w.n; i++)
+			w.p[i].revents = 0;
+	shim_watch_done(&w);
 	return ret;
 }
 
@@ -514,6 +871,54 @@ static long mono_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
+/*
+ * Nothing to emulate: the kernel waits, with the caller's timeout and
+ * sigmask (atomically), counted as a direct waiter (by the caller) so
+ * that kick() can wake it.  Returns events, 0 on timeout or a wake-up that brought none.
+ */
+static int wait_direct(struct ep_set *set, struct epoll_event *evs, int max,
+		       int timeout, const sigset_t *mask)
+{
+	int n, e = 0;
+
+	n = REAL(epoll_pwait)(set->epfd, evs, max, timeout, mask);
+	if (n < 0)
+		e = errno;
+	/* Translated while still counted: the graves stay until then. */
+	if (n > 0 && __atomic_load_n(&set->wake_fd, __ATOMIC_ACQUIRE) >= 0) {
+		pthread_mutex_lock(&set->lock);
+		set->stamp++;
+		n = translate_locked(set, evs, 0, n);
+		pthread_mutex_unlock(&set->lock);
+	}
+	__atomic_sub_fetch(&set->direct_waiters, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&set->grave, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&set->lock);
+		reap_locked(set);
+		pthread_mutex_unlock(&set->lock);
+	}
+	return n < 0 ? -e : n;
+}
+
+/* Steps 1 and 2, under the set's lock so that no registration can go
+ * between the kernel's answer and its translation. */
+static int gather(struct ep_set *set, struct epoll_event *evs, int max)
+{
+	int n, k;
+
+	pthread_mutex_lock(&set->lock);
+	n = collect_locked(set, evs, max);
+	if (n >= 0 && n < max) {
+		k = REAL(epoll_wait)(set->epfd, evs + n, max - n, 0);
+		if (k < 0 && !n)
+			n = -errno;
+		else if (k > 0)
+			n = translate_locked(set, evs, n, k);
+	}
+	pthread_mutex_unlock(&set->lock);
+	return n;
+}
+
 static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		     int timeout, const sigset_t *mask)
 {
@@ -523,29 +928,29 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 	if (max <= 0 || max > (int)(INT_MAX / sizeof(*evs)))
 		return -EINVAL;
 	for (;;) {
-		int n = collect(set, evs, max), k, left = timeout, r;
+		int n, left = timeout, r;
 
-		if (n < 0)
-			return n;
-		if (n < max) {
-			k = REAL(epoll_wait)(set->epfd, evs + n, max - n, 0);
-			if (k < 0 && !n)
-				return -errno;
-			if (k > 0)
-				n += k;
-		}
-		if (n > 0 || timeout == 0)
-			return n;
 		if (timeout > 0) {
 			left = (int)(deadline - mono_ms());
-			if (left <= 0)
-				return 0;
+			if (left < 0)
+				left = 0;
 		}
+		/* Count ourselves before looking (kick() reads the count
+		 * after adding): one of us sees the other. */
+		__atomic_add_fetch(&set->direct_waiters, 1, __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&set->nemul, __ATOMIC_SEQ_CST)) {
+			n = wait_direct(set, evs, max, left, mask);
+			if (n != 0 || left == 0)
+				return n;
+			continue;
+		}
+		__atomic_sub_fetch(&set->direct_waiters, 1, __ATOMIC_SEQ_CST);
+		n = gather(set, evs, max);
+		if (n != 0 || left == 0)
+			return n;
 		r = sleep_on(set, left, mask);
 		if (r < 0)
 			return r;
-		if (r == 0 && timeout > 0)
-			return 0;
 	}
 }
 

@@ -5,6 +5,8 @@
 
 #include "sock.h"
 
+#include <poll.h>
+
 struct ep_set;
 
 /* s became RDMA (connect): move its kernel registrations into ours. */
@@ -25,5 +27,24 @@ static inline void shim_epoll_io(struct shim_sock *s)
 
 /* An epoll fd's sock is being freed. */
 void shim_epoll_free(struct ep_set *set);
+
+/*
+ * poll/select on an epoll fd whose registry has RDMA (or nested) fds: the
+ * kernel answers for its kernel side; shim_epoll_peek for the rest, and a
+ * sleeper adds what shim_epoll_watch lists to its pollfds.
+ */
+struct watch {
+	struct pollfd *p;
+	struct shim_sock **held; /* referenced socks of rsocket entries */
+	struct ep_set **wakes;	 /* the set whose wake eventfd this is */
+	int n, cap;
+};
+int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
+		   struct ep_set *wake);
+/* Drops the references, drains wake eventfds that fired, frees. */
+void shim_watch_done(struct watch *w);
+bool shim_epoll_emulating(struct ep_set *set);
+bool shim_epoll_peek(struct ep_set *set);
+int shim_epoll_watch(struct ep_set *set, struct watch *w);
 
 #endif

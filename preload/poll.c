@@ -6,9 +6,12 @@
  * libc calls.  Otherwise each call is rewritten: a connected RDMA fd is
  * polled as its rsocket, a listener as its kernel fd plus its rsocket's
  * accept queue, everything else as itself; the waiting is done by rpoll
- * when an rsocket is involved and by the kernel when not.
+ * when an rsocket is involved and by the kernel when not.  An epoll fd
+ * with RDMA fds in it is readable when the kernel says so or when one of
+ * those is ready (epoll.c peeks); poll_epolls() handles such sets.
  */
 #include "shim.h"
+#include "epoll_int.h"
 #include "glue.h"
 #include "sock.h"
 #include "io_int.h"
@@ -117,15 +120,133 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	return r;
 }
 
+static bool is_epoll_emul(const struct shim_sock *s)
+{
+	return s && s->kind == SHIM_SK_EPOLL && shim_epoll_emulating(s->epset);
+}
+
+static bool is_ours(const struct shim_sock *s)
+{
+	return s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN ||
+		     is_epoll_emul(s));
+}
+
 static bool any_ours(const struct pollfd *fds, nfds_t nfds)
 {
-	for (nfds_t i = 0; i < nfds; i++) {
-		struct shim_sock *s = shim_fd_get(fds[i].fd);
-
-		if (s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN))
+	for (nfds_t i = 0; i < nfds; i++)
+		if (is_ours(shim_fd_get(fds[i].fd)))
 			return true;
-	}
 	return false;
+}
+
+/* Add what a sleeper on fds must watch, as poll_slow rewrites it, plus the
+ * emulated side of each epoll fd. */
+static int watch_fds(const struct pollfd *fds, nfds_t nfds, struct watch *w)
+{
+	int err = 0;
+
+	for (nfds_t i = 0; i < nfds && !err; i++) {
+		struct pollfd q = { .fd = fds[i].fd, .events = fds[i].events };
+		struct shim_sock *s = shim_sock_ref(fds[i].fd);
+
+		if (s && s->kind == SHIM_SK_RDMA) {
+			q.fd = s->rs;
+			err = shim_watch_add(w, q, s, NULL);
+		} else {
+			err = shim_watch_add(w, q, NULL, NULL);
+			if (!err && s && s->kind == SHIM_SK_LISTEN)
+				err = shim_watch_add(w, (struct pollfd){
+						.fd = sg_listen_pollfd(s->rs),
+						.events = POLLIN }, NULL, NULL);
+			else if (!err && is_epoll_emul(s))
+				err = shim_epoll_watch(s->epset, w);
+		}
+		if (s)
+			shim_sock_put(s);
+	}
+	return err;
+}
+
+static long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* One non-blocking look at fds, the epoll fds' emulated sides included. */
+static int poll_now(struct pollfd *fds, nfds_t nfds)
+{
+	struct timespec zero = { 0, 0 };
+	int r = poll_slow(fds, nfds, 0, &zero, NULL);
+
+	if (r < 0)
+		return r;
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct shim_sock *s = shim_sock_ref(fds[i].fd);
+
+		if (is_epoll_emul(s) && (fds[i].events & POLLIN) &&
+		    !(fds[i].revents & POLLIN) && shim_epoll_peek(s->epset)) {
+			r += !fds[i].revents;
+			fds[i].revents |= POLLIN;
+		}
+		if (s)
+			shim_sock_put(s);
+	}
+	return r;
+}
+
+/* poll over a set holding an epoll fd with RDMA fds in it: look, sleep on
+ * everything that can change the answer, look again. */
+static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
+		       const sigset_t *mask)
+{
+	long deadline = timeout_ms > 0 ? mono_ms() + timeout_ms : 0;
+
+	for (;;) {
+		struct watch w = { 0 };
+		int r = poll_now(fds, nfds), left = timeout_ms;
+		sigset_t old;
+
+		if (r != 0 || timeout_ms == 0)
+			return r;
+		if (timeout_ms > 0) {
+			left = (int)(deadline - mono_ms());
+			if (left <= 0)
+				return 0;
+		}
+		r = watch_fds(fds, nfds, &w);
+		if (!r) {
+			if (mask)
+				pthread_sigmask(SIG_SETMASK, mask, &old);
+			r = sg_wait(w.p, (nfds_t)w.n, left);
+			if (mask)
+				pthread_sigmask(SIG_SETMASK, &old, NULL);
+			if (r <= 0)
+				for (int i = 0; i < w.n; i++)
+					w.p[i].revents = 0;
+		}
+		shim_watch_done(&w);
+		if (r < 0)
+			return r;
+	}
+}
+
+static bool any_epoll_emul(const struct pollfd *fds, nfds_t nfds)
+{
+	for (nfds_t i = 0; i < nfds; i++)
+		if (is_epoll_emul(shim_fd_get(fds[i].fd)))
+			return true;
+	return false;
+}
+
+static int poll_any(struct pollfd *fds, nfds_t nfds, int timeout_ms,
+		    const struct timespec *tmo, const sigset_t *mask)
+{
+	if (any_epoll_emul(fds, nfds))
+		return poll_epolls(fds, nfds, timeout_ms, mask);
+	return poll_slow(fds, nfds, timeout_ms, tmo, mask);
 }
 
 SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
@@ -140,7 +261,7 @@ SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 		ts.tv_nsec = (long)(timeout % 1000) * 1000000L;
 		tp = &ts;
 	}
-	return (int)shim_ret(poll_slow(fds, nfds, timeout, tp, NULL));
+	return (int)shim_ret(poll_any(fds, nfds, timeout, tp, NULL));
 }
 
 SHIM_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout,
@@ -157,7 +278,7 @@ SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
 	shim_ensure_init();
 	if (likely(!rdma_in_use()) || !any_ours(fds, nfds))
 		return REAL(ppoll)(fds, nfds, tmo, sigmask);
-	return (int)shim_ret(poll_slow(fds, nfds, shim_ts_to_ms(tmo), tmo, sigmask));
+	return (int)shim_ret(poll_any(fds, nfds, shim_ts_to_ms(tmo), tmo, sigmask));
 }
 
 SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
@@ -199,13 +320,12 @@ static int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e,
 			memcpy(p, stack, sizeof(stack));
 		}
 		p[n++] = (struct pollfd){ .fd = fd, .events = ev };
-		struct shim_sock *s = shim_fd_get(fd);
-		ours |= s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN);
+		ours |= is_ours(shim_fd_get(fd));
 	}
 	if (!ours)
 		goto out;
 	*handled = true;
-	ret = poll_slow(p, (nfds_t)n, shim_ts_to_ms(tmo), tmo, mask);
+	ret = poll_any(p, (nfds_t)n, shim_ts_to_ms(tmo), tmo, mask);
 	if (ret < 0) {
 		count = ret;
 		goto out;

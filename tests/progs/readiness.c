@@ -2116,6 +2116,43 @@ static void case_threads(void)
 	waiter_finish(&w, "then data for c: waiter saw", 3000, efd);
 	unkick(efd);
 	close(ep);
+	drain(pc.s);
+
+	/* A set holding only a kernel fd: the waiter sleeps in the kernel.
+	 * The first socket added must still reach it. */
+	ep = ep_new();
+	ep_add(ep, efd, EPOLLIN, KICK, "kick");
+	waiter_start(&w, ep, -1);
+	sleep_ms(100);
+	say("waiter blocked on a set of one eventfd -> %s",
+	    waiter_done(&w) ? "no" : "yes");
+	xsend(pc.c, "c");
+	ep_add(ep, pc.s, EPOLLIN, C, "c");
+	waiter_finish(&w, "ADD of a socket with data to that set: waiter saw", 3000, efd);
+	unkick(efd);
+	drain(pc.s);
+
+	/* Nested: the waiter sleeps on an outer set holding the inner one;
+	 * another thread adds a socket with data to the inner set. */
+	{
+		int outer = ep_new(), inner = ep_new();
+
+		ep_add(outer, inner, EPOLLIN, A, "inner");
+		ep_add(outer, efd, EPOLLIN, KICK, "kick"); /* the rescue */
+		waiter_start(&w, outer, -1);
+		sleep_ms(100);
+		say("waiter blocked on an outer set -> %s",
+		    waiter_done(&w) ? "no" : "yes");
+		xsend(pd.c, "d");
+		ep_add(inner, pd.s, EPOLLIN, D, "d");
+		waiter_finish(&w, "ADD of a socket with data to the inner set: outer waiter saw",
+			      3000, efd);
+		unkick(efd);
+		drain(pd.s);
+		close(outer);
+		close(inner);
+	}
+	close(ep);
 	close(efd);
 	unpair(&pa);
 	unpair(&pb);

@@ -68,8 +68,6 @@ declare -A KNOWN=(
 	[err]="rsockets has no RST: a send to a closed peer fails at once with EPIPE (TCP lets the first one through, then reports ERR/EPIPE), and unread data at the peer's close reads as EOF, not ECONNRESET"
 	[et]="edge-triggered IN is re-armed by any read (an extra event after a partial read), and rsockets gives no 'new data' signal while older data is unread"
 	[two-sets]="the same edge-triggered re-arming, seen from two epoll sets"
-	[epfd-poll]="an epoll fd holding RDMA fds, polled itself by poll/select/another epoll, does not see their readiness"
-	[listen]="an RDMA and a TCP arrival pending at once show as two events with the listener's data"
 )
 compare() {
 	local a=$WORK/$1.out b=$WORK/$2.out c
