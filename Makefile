@@ -79,6 +79,26 @@ $(B)/bench/%: bench/%.c Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -o $@ $< -lrdmacm -lpthread -lm
 
+# ---- erdma-shim: the operator CLI and the man pages (issue #9) ----------------
+# Built next to the library (./erdma-shim beside ./liberdma_shim.so, where
+# `erdma-shim run` finds it); it shares the ERDMA_SHIM_* parser and the
+# stats segment's layout with the library, not its code.  Never built with
+# SANITIZE flags: it is not under test for memory errors, its output is.
+CLI := erdma-shim
+all: $(CLI)
+$(CLI): preload/cli/erdma-shim.c preload/config.c preload/config.h preload/stats.h Makefile $(FLAGS_STAMP)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -Ipreload -o $@ preload/cli/erdma-shim.c preload/config.c -lrdmacm -libverbs
+.PHONY: install-cli clean-cli
+install: install-cli
+install-cli: $(CLI)
+	install -D -m 0755 $(CLI) $(DESTDIR)$(BINDIR)/$(CLI)
+	install -D -m 0644 preload/man/erdma-shim.1 $(DESTDIR)$(MANDIR)/man1/erdma-shim.1
+	install -D -m 0644 preload/man/liberdma_shim.7 $(DESTDIR)$(MANDIR)/man7/liberdma_shim.7
+clean: clean-cli
+clean-cli:
+	rm -f $(CLI)
+# ---- end erdma-shim ----------------------------------------------------------
+
 # Debian packages: build, unit tests, host integration tests, the soft-RoCE
 # test bed (qemu + Debian's stock kernel with rdma_rxe) and the benches.
 DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev \

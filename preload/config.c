@@ -53,6 +53,7 @@ static const struct var vars[] = {
 	{ "ERDMA_SHIM_POLL_US", V_UINT, F(poll_us), 0, 1000000, NULL,
 	  "microseconds, 0..1000000" },
 	{ "ERDMA_SHIM_STATS", V_BOOL, F(stats), 0, 0, NULL, "0 or 1" },
+	{ "ERDMA_SHIM_STATS_SHM", V_BOOL, F(stats_shm), 0, 0, NULL, "0 or 1" },
 };
 #undef F
 
@@ -64,6 +65,7 @@ void shim_config_defaults(struct shim_config *c)
 	c->connect_timeout_ms = 1000;
 	c->negcache_ttl_s = 30;
 	c->poll_us = 0; /* rsockets' own 10 us spin applies regardless */
+	c->stats_shm = true; /* erdma-shim stat can see the process */
 	/* rsockets sends only into the peer's advertised window (half its
 	 * receive buffer): with its 128 KiB default a writer that is 64 KiB
 	 * ahead of its reader blocks, where kernel TCP would have buffered.

@@ -42,6 +42,7 @@ struct shim_config {
 	unsigned int sq_size, rq_size, inline_size; /* 0 = rsocket default */
 	unsigned int poll_us;
 	bool stats;
+	bool stats_shm; /* the /dev/shm/erdma-shim.PID table (stats.h) */
 	bool invalid; /* a value was rejected: the process runs in passthrough */
 	bool env_ignored; /* setuid/setgid: the environment is not trusted */
 };

@@ -13,11 +13,13 @@
 #include "glue.h"
 #include "log.h"
 #include "sock.h"
+#include "stats.h"
 #include "epoll_int.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 
 static const void *addr_bytes(const struct sockaddr_storage *a)
 {
@@ -137,15 +139,47 @@ static int try_rdma(int fd, struct shim_sock *s,
 	return rs;
 }
 
+/*
+ * The kernel copies a connect() address in before it looks at it, so a bad
+ * pointer or length is EFAULT/EINVAL, never a crash.  The shim reads the
+ * address itself, so it copies it the same way first: process_vm_readv on
+ * ourselves fails with EFAULT where a plain read would fault.  Only eligible
+ * sockets get here (not the kernel-fd fast path).
+ */
+static int copy_user_addr(const struct sockaddr *addr, socklen_t len,
+			  struct sockaddr_storage *out)
+{
+	struct iovec here = { out, len }, there = { (void *)addr, len };
+	ssize_t n;
+
+	if ((int)len < 0 || len > sizeof(*out))
+		return -EINVAL;
+	if (!len)
+		return 0;
+	n = process_vm_readv(getpid(), &here, 1, &there, 1, 0);
+	if (n == (ssize_t)len)
+		return 0;
+	if (n >= 0 || errno == EFAULT)
+		return -EFAULT;
+	memcpy(out, addr, len); /* no such call here (seccomp): as before */
+	return 0;
+}
+
 static int connect_slow(int fd, struct shim_sock *s, const struct sockaddr *addr,
 			socklen_t len)
 {
-	struct sockaddr_storage dst;
+	struct sockaddr_storage dst, ua;
 	const char *why = "";
 	socklen_t dlen;
 	char abuf[64];
-	int rs;
+	int rs, r;
 
+	if (addr) {
+		r = copy_user_addr(addr, len, &ua);
+		if (r < 0)
+			return r;
+		addr = (const struct sockaddr *)&ua;
+	}
 	if (!addr || len < sizeof(sa_family_t) ||
 	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
 	    addr->sa_family != s->family ||
@@ -166,7 +200,10 @@ static int connect_slow(int fd, struct shim_sock *s, const struct sockaddr *addr
 		}
 		/* Fallback: from here on this fd is a plain kernel socket. */
 		shim_fd_install(fd, NULL);
-		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
+		r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
+		if (r == 0 || r == -EINPROGRESS)
+			shim_stat_kernel(fd, ERDMA_PATH_TCP, why, -rs, addr, len);
+		return r;
 	}
 	memcpy(&s->peer, addr, len);
 	s->peer_len = len;
@@ -174,6 +211,7 @@ static int connect_slow(int fd, struct shim_sock *s, const struct sockaddr *addr
 	sg_set_nonblock(rs, true); /* the shim does the blocking itself */
 	shim_sock_attach(s, SHIM_SK_RDMA, rs);
 	shim_epoll_sock_changed(s);
+	shim_stat_sock(s, fd, ERDMA_PATH_RDMA);
 	shim_dbg("fd %d -> %s: RDMA", fd, addr_str(&dst, abuf, sizeof(abuf)));
 	/* A non-blocking connect reports "in progress" and then "writable",
 	 * as a kernel connect over a network would. */
@@ -188,9 +226,20 @@ SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || s->kind == SHIM_SK_INTERNAL))
+	if (likely(!s || s->kind == SHIM_SK_INTERNAL)) {
+		if (unlikely(shim_stat_kconnect_on && !s))
+			return shim_stat_kconnect(fd, addr.__sockaddr__, len);
 		return REAL(connect)(fd, addr, len);
+	}
 	if (s->kind == SHIM_SK_RDMA) {
+		struct sockaddr_storage ua;
+
+		/* The kernel checks the address before the socket's state. */
+		r = copy_user_addr(addr.__sockaddr__, len, &ua);
+		if (!r && len < sizeof(sa_family_t))
+			r = -EINVAL;
+		if (r < 0)
+			return (int)shim_ret(r);
 		/* After EINPROGRESS the kernel answers the next connect with
 		 * 0 (the completion), and EISCONN from then on. */
 		if (__atomic_exchange_n(&s->connect_pending, false,

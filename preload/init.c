@@ -10,6 +10,7 @@
 #include "fdtable.h"
 #include "log.h"
 #include "sock.h"
+#include "stats.h"
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -72,6 +73,7 @@ static void do_init(void)
 		shim_err("cannot map the fd table; running on TCP only");
 	/* Watch the log's fd so a close() or dup2() onto it is noticed. */
 	shim_fd_xchg(2, &shim_internal_sock);
+	shim_stat_init();
 	shim_config_describe(&shim_cfg, desc, sizeof(desc));
 	shim_info("liberdma_shim %s mode=%s%s%s", SHIM_VERSION,
 		  shim_mode_name(shim_cfg.mode), desc[0] ? " " : "", desc);

@@ -13,6 +13,7 @@
 #include "glue.h"
 #include "io_int.h"
 #include "sock.h"
+#include "stats.h"
 #include "epoll_int.h"
 
 #include <limits.h>
@@ -97,6 +98,7 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			return got ? (ssize_t)got : r;
 	}
 	__atomic_add_fetch(&s->rx_bytes, got, __ATOMIC_RELAXED);
+	shim_stat_rx(s->stat_ref, flags & MSG_PEEK ? 0 : got);
 	return (ssize_t)got;
 }
 
@@ -192,6 +194,7 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	if (!sent)
 		return -EAGAIN;
 	__atomic_add_fetch(&s->tx_bytes, sent, __ATOMIC_RELAXED);
+	shim_stat_tx(s->stat_ref, sent);
 	return (ssize_t)sent;
 }
 

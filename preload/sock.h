@@ -51,6 +51,7 @@ struct shim_sock {
 	socklen_t local_len, peer_len;
 	/* Statistics */
 	uint64_t tx_bytes, rx_bytes;
+	unsigned int stat_ref; /* slot in the stats table (stats.h), 0 = none */
 };
 
 /* The one object every internal fd maps to, and the one that marks

@@ -8,6 +8,7 @@
 #include "glue.h"
 #include "log.h"
 #include "sock.h"
+#include "stats.h"
 #include "epoll_int.h"
 
 #include <netinet/tcp.h>
@@ -24,11 +25,14 @@ void shim_fd_install(int fd, struct shim_sock *s)
 	if (stale == &shim_internal_sock) {
 		shim_log_fd_changed(fd, true);
 	} else if (stale && !shim_sock_is_sentinel(stale)) {
-		/* The last fd of a file takes its epoll registrations with
-		 * it, as the kernel does. */
-		if (!__atomic_sub_fetch(&stale->fdrefs, 1, __ATOMIC_ACQ_REL) &&
-		    __atomic_load_n(&stale->ep_regs, __ATOMIC_ACQUIRE))
-			shim_epoll_forget(stale);
+		/* The last fd of a file takes its epoll registrations (and
+		 * its stats slot) with it, as the kernel does. */
+		if (!__atomic_sub_fetch(&stale->fdrefs, 1, __ATOMIC_ACQ_REL)) {
+			if (stale->stat_ref)
+				shim_stat_release(stale);
+			if (__atomic_load_n(&stale->ep_regs, __ATOMIC_ACQUIRE))
+				shim_epoll_forget(stale);
+		}
 		shim_sock_put(stale);
 	}
 }
@@ -137,6 +141,7 @@ static int listen_rdma(int fd, struct shim_sock *s, int backlog)
 	memcpy(&s->local, &local, llen);
 	s->local_len = llen;
 	shim_sock_attach(s, SHIM_SK_LISTEN, lrs);
+	shim_stat_sock(s, fd, ERDMA_PATH_LISTEN);
 	shim_dbg("fd %d: listening on TCP and RDMA (port %u)", fd, port);
 	return 0;
 }
@@ -156,6 +161,7 @@ SHIM_EXPORT int listen(int fd, int backlog)
 		shim_info("fd %d: listening on TCP only (%s)", fd, strerror(-r));
 		if (shim_cfg.mode == SHIM_MODE_REQUIRE)
 			return (int)shim_ret(r);
+		shim_stat_kernel(fd, ERDMA_PATH_LISTEN_TCP, NULL, -r, NULL, 0);
 		shim_fd_install(fd, NULL);
 	}
 	return 0;
@@ -196,6 +202,7 @@ static int adopt_accepted(struct shim_sock *ls, int rs,
 			   shim_addr_port((struct sockaddr *)&ls->local));
 	shim_sock_attach(ns, SHIM_SK_RDMA, rs);
 	shim_fd_install(nfd, ns);
+	shim_stat_sock(ns, nfd, ERDMA_PATH_RDMA);
 	return nfd;
 }
 
@@ -222,6 +229,8 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 			return nfd;
 		}
 		r = REAL(accept4)(fd, addr, len, flags);
+		if (r >= 0)
+			shim_stat_kernel(r, ERDMA_PATH_TCP, "peer connected over TCP", 0, NULL, 0);
 		if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
 			return r < 0 ? -errno : r;
 		if (s->nonblock)

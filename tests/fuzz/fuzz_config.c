@@ -23,7 +23,7 @@ static const char *const names[] = {
 	"ERDMA_SHIM_CONNECT_TIMEOUT_MS", "ERDMA_SHIM_NEGCACHE_TTL_S",
 	"ERDMA_SHIM_SNDBUF", "ERDMA_SHIM_RCVBUF", "ERDMA_SHIM_SQ_SIZE",
 	"ERDMA_SHIM_RQ_SIZE", "ERDMA_SHIM_INLINE", "ERDMA_SHIM_POLL_US",
-	"ERDMA_SHIM_STATS", "ERDMA_SHIM_X",
+	"ERDMA_SHIM_STATS", "ERDMA_SHIM_STATS_SHM", "ERDMA_SHIM_X",
 };
 
 static void check_line(const char *msg, bool invalid, void *arg)

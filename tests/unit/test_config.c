@@ -144,6 +144,13 @@ static void test_numbers(void **st)
 	assert_int_equal(c.sndbuf, 0);
 	assert_int_equal(parse1(&c, "ERDMA_SHIM_STATS=1"), 0);
 	assert_true(c.stats);
+	/* The stats segment is on unless switched off. */
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_STATS=0"), 0);
+	assert_true(c.stats_shm);
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_STATS_SHM=0"), 0);
+	assert_false(c.stats_shm);
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_STATS_SHM=on"), 1);
+	assert_true(c.invalid);
 }
 
 static void test_log_file(void **st)

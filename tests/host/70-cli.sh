@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# erdma-shim, the operator CLI, on a host without RDMA:
+#   doctor   reports no RDMA device with a fix line, exits 1; --json parses
+#   run      sets LD_PRELOAD and the ERDMA_SHIM_* variables, rejects a bad
+#            value, warns when the shim is already preloaded
+#   probe    of a closed port fails quickly (exit 2, tcp refused)
+#   stat     of a live shimmed program: its connections with exact byte
+#            counts, path tcp, reason "no RDMA device" (table and --json);
+#            the ERDMA_SHIM_STATS=1 exit summary says the same; the segment
+#            is removed at exit, a killed process's is removed by stat;
+#            a fork child gets its own table (the parent's keeps only its
+#            own connection); ERDMA_SHIM_STATS_SHM=0 creates none
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+CLI=$ROOT/erdma-shim
+PEER=$PROGS/statpeer
+[ -x "$CLI" ] || fail "$CLI not built (run make)"
+[ -x "$PEER" ] || fail "$PEER not built (run make)"
+# The CLI must not run under the shim (it re-executes itself without it),
+# and this host has no RDMA: make sure the suite's environment agrees.
+[ ! -e /dev/infiniband/rdma_cm ] || fail "this host has /dev/infiniband/rdma_cm: the host suite expects no RDMA"
+
+# ---- doctor ----
+rc=0
+"$CLI" doctor >"$TMP/doctor.out" 2>&1 || rc=$?
+[ $rc = 1 ] || { cat "$TMP/doctor.out" >&2; fail "doctor: exit $rc without RDMA (want 1)"; }
+grep -Eq '^devices +fail +no RDMA device' "$TMP/doctor.out" || fail "doctor: no 'devices fail no RDMA device' line"
+grep -A1 -E '^devices +fail' "$TMP/doctor.out" | grep -Eq '^ +fix: ' || fail "doctor: no fix line under the devices check"
+grep -Eq '^verdict: RDMA NOT usable' "$TMP/doctor.out" || fail "doctor: no verdict line"
+rc=0
+"$CLI" doctor --json >"$TMP/doctor.json" 2>/dev/null || rc=$?
+[ $rc = 1 ] || fail "doctor --json: exit $rc (want 1)"
+$PY -m json.tool "$TMP/doctor.json" >/dev/null || fail "doctor --json: not JSON"
+$PY - "$TMP/doctor.json" <<'EOF' || fail "doctor --json: content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["usable"] is False, d
+dev = [c for c in d["checks"] if c["check"] == "devices"]
+assert dev and dev[0]["verdict"] == "fail" and dev[0]["fix"], dev
+assert all(c["verdict"] in ("ok", "warn", "fail") for c in d["checks"])
+EOF
+echo "PASS doctor: exit 1, 'devices fail' with a fix line; --json parses"
+
+# ---- run ----
+"$CLI" run --log info --require --allow 10.0.0.0/8 --allow '*:50051' --deny 10.1.0.0/16:80 --stats -- env \
+	>"$TMP/run.out" 2>"$TMP/run.err" || fail "run -- env: exit $?"
+for want in "LD_PRELOAD=$SHIM" ERDMA_SHIM_LOG=info ERDMA_SHIM=require \
+	'ERDMA_SHIM_ALLOW=10.0.0.0/8,*:50051' ERDMA_SHIM_DENY=10.1.0.0/16:80 ERDMA_SHIM_STATS=1; do
+	grep -qxF -e "$want" "$TMP/run.out" || { cat "$TMP/run.out" >&2; fail "run: no '$want' in the command's environment"; }
+done
+assert_banner "$TMP/run.err" "run --log info"
+grep -qF 'ERDMA_SHIM_ALLOW=2 rule(s)' "$TMP/run.err" || fail "run: the banner does not show the two allow rules"
+# An LD_PRELOAD of the program's own stays, after the shim.
+LD_PRELOAD=/nonexistent-keep.so "$CLI" run -- env 2>/dev/null | grep -qxF "LD_PRELOAD=$SHIM:/nonexistent-keep.so" ||
+	fail "run: an existing LD_PRELOAD is not kept after the shim"
+with_shim "$CLI" run -- env >"$TMP/dup.out" 2>"$TMP/dup.err" || fail "run with the shim already preloaded: exit $?"
+grep -q 'warning: LD_PRELOAD already contains liberdma_shim.so' "$TMP/dup.err" || fail "run: no warning when LD_PRELOAD already has the shim"
+[ "$(grep -c liberdma_shim "$TMP/dup.out")" = 1 ] || fail "run: the shim preloaded twice"
+rc=0
+"$CLI" run --log loud -- true 2>"$TMP/bad.err" || rc=$?
+[ $rc = 64 ] && grep -q "ERDMA_SHIM_LOG='loud' is invalid" "$TMP/bad.err" || fail "run --log loud: exit $rc, want 64 and the parser's message"
+rc=0
+"$CLI" run -- /nonexistent/cmd 2>/dev/null || rc=$?
+[ $rc = 127 ] || fail "run of a missing command: exit $rc (want 127)"
+echo "PASS run: LD_PRELOAD and 5 variables set, bad value refused (64), double preload warned"
+
+# ---- probe: a closed port ----
+port=$(free_port)
+t0=$(date +%s%N)
+rc=0
+"$CLI" probe "127.0.0.1:$port" --timeout 3000 >"$TMP/probe.out" 2>&1 || rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ $rc = 2 ] || { cat "$TMP/probe.out" >&2; fail "probe of a closed port: exit $rc (want 2)"; }
+grep -Eq "^tcp +127\.0\.0\.1:$port refused" "$TMP/probe.out" || fail "probe: no 'tcp refused' line"
+grep -Eq "^rdma +127\.0\.0\.1:$port " "$TMP/probe.out" || fail "probe: no rdma line"
+[ $ms -lt 2000 ] || fail "probe of a closed port took ${ms} ms (a refusal should be immediate)"
+echo "PASS probe: closed port -> exit 2, tcp refused, in ${ms} ms"
+echo "FIGURE: probe of a closed port: ${ms} ms"
+
+# ---- stat: a live shimmed TCP program ----
+bg_start plain "$TMP/srv.out" "$TMP/srv.err" "$PEER" server 127.0.0.1 0
+wait_line "$TMP/srv.out" '^ready [0-9]+$' 20 "$BG_PID" >/dev/null || fail "statpeer server did not start"
+sport=$(awk '/^ready /{print $2; exit}' "$TMP/srv.out")
+ERDMA_SHIM_STATS=1 bg_start shim "$TMP/cl.out" "$TMP/cl.err" "$PEER" client \
+	127.0.0.1 "$sport" 1000 300 127.0.0.1 "$sport" 5 70001
+cpid=$BG_PID
+wait_line "$TMP/cl.out" '^ready$' 20 "$cpid" >/dev/null || fail "statpeer client did not finish its exchanges"
+[ -e "/dev/shm/erdma-shim.$cpid" ] || fail "no /dev/shm/erdma-shim.$cpid for the live shimmed client"
+"$CLI" stat "$cpid" >"$TMP/stat.out" || fail "stat $cpid: exit $?"
+n=0
+while read -r _ fdv outv inv; do
+	fd=${fdv#fd=} out=${outv#out=} in=${inv#in=}
+	# PID FD PATH LOCAL PEER BYTES_IN BYTES_OUT MSGS_IN MSGS_OUT REASON...
+	line=$(awk -v p="$cpid" -v f="$fd" '$1 == p && $2 == f' "$TMP/stat.out")
+	[ -n "$line" ] || { cat "$TMP/stat.out" >&2; fail "stat: fd $fd of the client not listed"; }
+	read -r _ _ path _ peer bin bout _ _ reason <<<"$line"
+	[ "$path" = tcp ] || fail "stat: fd $fd path '$path' (want tcp)"
+	[ "$peer" = "127.0.0.1:$sport" ] || fail "stat: fd $fd peer '$peer'"
+	[ "$bin" = "$in" ] && [ "$bout" = "$out" ] ||
+		fail "stat: fd $fd bytes in/out $bin/$bout, the program moved $in/$out"
+	[ "$reason" = "no RDMA device" ] || fail "stat: fd $fd reason '$reason'"
+	n=$((n + 1))
+done < <(grep '^conn ' "$TMP/cl.out")
+[ $n = 2 ] || fail "stat: $n connections checked (want 2)"
+"$CLI" stat --json >"$TMP/stat.json" || fail "stat --json: exit $?"
+$PY -m json.tool "$TMP/stat.json" >/dev/null || fail "stat --json: not JSON"
+$PY - "$TMP/stat.json" "$cpid" "$TMP/cl.out" <<'EOF' || fail "stat --json: content"
+import json, sys
+procs = {p["pid"]: p for p in json.load(open(sys.argv[1]))}
+p = procs[int(sys.argv[2])]
+conns = {c["fd"]: c for c in p["connections"]}
+for line in open(sys.argv[3]):
+    if not line.startswith("conn "):
+        continue
+    kv = dict(w.split("=") for w in line.split()[1:])
+    c = conns[int(kv["fd"])]
+    assert c["path"] == "tcp" and c["reason"] == "no RDMA device", c
+    assert (c["bytes_in"], c["bytes_out"]) == (int(kv["in"]), int(kv["out"])), c
+assert p["totals"]["tcp"] == 2 and p["rdma"] == "not available", p
+EOF
+echo "PASS stat: 2 live TCP connections, exact byte counts, path tcp, reason 'no RDMA device' (table and --json)"
+
+# The exit summary (ERDMA_SHIM_STATS=1) and the segment's removal.
+kill -TERM "$cpid"
+wait_exit "$cpid" 10
+[ "$WAIT_RC" = 0 ] || fail "statpeer client: exit $WAIT_RC after SIGTERM"
+grep -q "info: stats: 0 rdma, 2 tcp connections" "$TMP/cl.err" || { cat "$TMP/cl.err" >&2; fail "no exit summary with ERDMA_SHIM_STATS=1"; }
+while read -r _ fdv outv inv; do
+	grep -Eq "stats: ${fdv/=/ } tcp .* bytes_in ${inv#in=} bytes_out ${outv#out=} reason \"no RDMA device\"" "$TMP/cl.err" ||
+		fail "exit summary: no line for ${fdv} with its byte counts"
+done < <(grep '^conn ' "$TMP/cl.out")
+[ ! -e "/dev/shm/erdma-shim.$cpid" ] || fail "/dev/shm/erdma-shim.$cpid left after a clean exit"
+echo "PASS exit summary: the same counts on stderr; segment removed at exit"
+
+# fork: the child gets its own table (made at its first connection), the
+# parent's keeps only the parent's connection.
+cat >"$TMP/fork.py" <<EOF
+import os, signal, socket, sys
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+a = socket.create_connection(("127.0.0.1", $sport)); a.sendall(b"3 2\\nabc"); a.recv(2)
+pid = os.fork()
+if pid == 0:
+    b = socket.create_connection(("127.0.0.1", $sport)); b.sendall(b"0 5\\n"); b.recv(5)
+    print("child ready", os.getpid(), b.fileno(), flush=True)
+else:
+    print("parent ready", os.getpid(), a.fileno(), pid, flush=True)
+while True:
+    signal.pause()
+EOF
+bg_start shim "$TMP/fork.out" "$TMP/fork.err" "$PY" "$TMP/fork.py"
+fppid=$BG_PID
+wait_line "$TMP/fork.out" '^parent ready' 20 "$fppid" >/dev/null || fail "fork.py: parent not ready"
+read -r _ _ ppid pfd fcpid <<<"$(grep '^parent ready' "$TMP/fork.out")"
+wait_line "$TMP/fork.out" '^child ready' 20 >/dev/null || fail "fork.py: child not ready"
+read -r _ _ _ cfd <<<"$(grep '^child ready' "$TMP/fork.out")"
+"$CLI" stat "$ppid" >"$TMP/fp.out" || fail "stat parent: exit $?"
+"$CLI" stat "$fcpid" >"$TMP/fc.out" || fail "stat fork child: exit $?"
+[ "$(awk -v p="$ppid" '$1 == p' "$TMP/fp.out" | wc -l)" = 1 ] &&
+	awk -v p="$ppid" -v f="$pfd" '$1 == p && $2 == f && $6 == 2 && $7 == 7' "$TMP/fp.out" | grep -q . ||
+	{ cat "$TMP/fp.out" >&2; fail "fork: the parent's table is not exactly its one connection (in 2, out 7)"; }
+[ "$(awk -v p="$fcpid" '$1 == p' "$TMP/fc.out" | wc -l)" = 1 ] &&
+	awk -v p="$fcpid" -v f="$cfd" '$1 == p && $2 == f && $6 == 5 && $7 == 4' "$TMP/fc.out" | grep -q . ||
+	{ cat "$TMP/fc.out" >&2; fail "fork: the child's table is not exactly its one connection (in 5, out 4)"; }
+kill -TERM "$fcpid" "$ppid"
+wait_exit "$fppid" 10
+# the child is not ours to wait for: bounded poll for its exit
+for _ in $(seq 100); do kill -0 "$fcpid" 2>/dev/null || break; sleep 0.05; done
+[ ! -e "/dev/shm/erdma-shim.$ppid" ] && [ ! -e "/dev/shm/erdma-shim.$fcpid" ] || fail "fork: a segment left after both exited"
+echo "PASS fork: parent and child each list only their own connection; both segments removed at exit"
+
+# A killed process leaves its segment: stat removes it.
+bg_start shim "$TMP/k.out" "$TMP/k.err" "$PEER" client 127.0.0.1 "$sport" 10 10
+kpid=$BG_PID
+wait_line "$TMP/k.out" '^ready$' 20 "$kpid" >/dev/null || fail "second client did not start"
+kill -KILL "$kpid"
+wait_exit "$kpid" 10
+[ -e "/dev/shm/erdma-shim.$kpid" ] || fail "no segment left by the SIGKILLed client (test broken?)"
+"$CLI" stat >"$TMP/stale.out" 2>"$TMP/stale.err" || fail "stat: exit $?"
+grep -q "removed the stale segment of pid $kpid" "$TMP/stale.err" || fail "stat: did not report removing pid $kpid's segment"
+[ ! -e "/dev/shm/erdma-shim.$kpid" ] || fail "stat: stale segment of dead pid $kpid not removed"
+echo "PASS stat removes the segment of a killed process"
+
+# ERDMA_SHIM_STATS_SHM=0: no segment, stat says so.
+ERDMA_SHIM_STATS_SHM=0 bg_start shim "$TMP/z.out" "$TMP/z.err" "$PEER" client 127.0.0.1 "$sport" 10 10
+zpid=$BG_PID
+wait_line "$TMP/z.out" '^ready$' 20 "$zpid" >/dev/null || fail "third client did not start"
+[ ! -e "/dev/shm/erdma-shim.$zpid" ] || fail "ERDMA_SHIM_STATS_SHM=0 still created a segment"
+rc=0
+"$CLI" stat "$zpid" >/dev/null 2>&1 || rc=$?
+[ $rc = 1 ] || fail "stat of a process without a segment: exit $rc (want 1)"
+echo "PASS ERDMA_SHIM_STATS_SHM=0: no segment, stat PID exits 1"
+
+result "doctor/run/probe/stat on a host without RDMA: all as documented in erdma-shim(1)"
