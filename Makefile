@@ -79,6 +79,17 @@ $(B)/bench/%: bench/%.c Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -o $@ $< -lrdmacm -lpthread -lm
 
+# ---- bench/grpc_raw: gRPC core C API bench (libgrpc-dev) --------------------
+GRPC_RAW := $(B)/bench/grpc_raw
+GRPC_FLAGS = $(shell pkg-config --cflags --libs grpc 2>/dev/null || echo -lgrpc -lgpr)
+all: $(GRPC_RAW)
+# Not built with SANITIZE flags: LeakSanitizer would report libgrpc's
+# process-lifetime allocations at exit; the shim is what is under test.
+$(GRPC_RAW): bench/grpc_raw/grpc_raw.c Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(GRPC_FLAGS) -lpthread -lm
+# ---- end bench/grpc_raw ------------------------------------------------------
+
 # ---- erdma-shim: the operator CLI and the man pages (issue #9) ----------------
 # Built next to the library (./erdma-shim beside ./liberdma_shim.so, where
 # `erdma-shim run` finds it); it shares the ERDMA_SHIM_* parser and the
