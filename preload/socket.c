@@ -146,6 +146,21 @@ static int listen_rdma(int fd, struct shim_sock *s, int backlog)
 	return 0;
 }
 
+/*
+ * SO_REUSEPORT listeners share a port in the kernel, but an rsocket port
+ * has one listener: gRPC's servers open one per poller (clone_port).  The
+ * first serves the port's RDMA arrivals, the others take TCP ones only,
+ * which even `require` accepts: the port is reachable over RDMA.
+ */
+static bool reuseport_sibling(int fd, int err)
+{
+	int on = 0;
+	socklen_t len = sizeof(on);
+
+	return err == -EADDRINUSE &&
+	       REAL(getsockopt)(fd, SOL_SOCKET, SO_REUSEPORT, &on, &len) == 0 && on;
+}
+
 SHIM_EXPORT int listen(int fd, int backlog)
 {
 	struct shim_sock *s = shim_fd_get(fd);
@@ -159,7 +174,7 @@ SHIM_EXPORT int listen(int fd, int backlog)
 	r = listen_rdma(fd, s, backlog);
 	if (r < 0) {
 		shim_info("fd %d: listening on TCP only (%s)", fd, strerror(-r));
-		if (shim_cfg.mode == SHIM_MODE_REQUIRE)
+		if (shim_cfg.mode == SHIM_MODE_REQUIRE && !reuseport_sibling(fd, r))
 			return (int)shim_ret(r);
 		shim_stat_kernel(fd, ERDMA_PATH_LISTEN_TCP, NULL, -r, NULL, 0);
 		shim_fd_install(fd, NULL);
