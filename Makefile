@@ -75,7 +75,7 @@ $(B)/tests/unit/test_%: tests/unit/test_%.c $(PRELOAD_SRC) $(wildcard preload/*.
 UNIT_DEPS_config := config.c
 UNIT_DEPS_fdtable := fdtable.c
 
-$(B)/bench/%: bench/%.c Makefile $(FLAGS_STAMP)
+$(B)/bench/%: bench/%.c $(wildcard bench/*.h) Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -o $@ $< -lrdmacm -lpthread -lm
 

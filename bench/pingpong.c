@@ -9,11 +9,14 @@
  *       --verbose/--json: a line per connection with its round trips and
  *       the server's CPU time (user + sys, warm-up included)
  *   pingpong client ADDR PORT --size N (--iters N | --seconds S)
- *                   [--warmup N] [--bind LOCAL_ADDR] [--json]
+ *                   [--warmup N] [--gap-us N] [--bind LOCAL_ADDR] [--json]
  *       send N bytes, wait for N bytes back, repeat; print round trips/s,
  *       latency percentiles and the client's CPU time (user + sys) over the
  *       timed round trips; --json adds one JSON line (the last line);
- *       --bind: connect from LOCAL_ADDR (port 0)
+ *       --bind: connect from LOCAL_ADDR (port 0); --gap-us: sleep that long
+ *       before each timed round trip (an idle-ish peer: the server's CPU per
+ *       round trip then shows what its waits cost; latencies exclude the
+ *       gap, round trips/s include it)
  *
  * Sizes take K/M suffixes (binary).  The client opens with an 8-byte header
  * {magic, size}; after that both sides only move messages of exactly that
@@ -21,34 +24,11 @@
  * is set on both ends.  With --seconds the run stops at the first round trip
  * that ends after S seconds (and after --iters round trips if both given).
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
+#define BENCH_NAME "pingpong"
+#include "bench.h"
 
 #define PP_MAGIC 0x474e5050u /* "PPNG" */
 #define PP_MAX_SIZE (16u << 20)
-
-static const char *prog = "pingpong";
-
-static void die(const char *what)
-{
-	fprintf(stderr, "%s: %s: %s\n", prog, what, strerror(errno));
-	exit(2);
-}
 
 static void usage(void) __attribute__((noreturn));
 static void usage(void)
@@ -56,107 +36,9 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: %s server ADDR PORT [--count N] [--verbose] [--json]\n"
 		"       %s client ADDR PORT --size N (--iters N | --seconds S)"
-		" [--warmup N] [--bind LOCAL_ADDR] [--json]\n",
+		" [--warmup N] [--gap-us N] [--bind LOCAL_ADDR] [--json]\n",
 		prog, prog);
 	exit(2);
-}
-
-/* "64", "4K", "1M": binary suffixes.  Exits on garbage. */
-static uint64_t parse_size(const char *opt, const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		goto bad;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		v <<= 10, end++;
-		break;
-	case 'm':
-	case 'M':
-		v <<= 20, end++;
-		break;
-	case 'g':
-	case 'G':
-		v <<= 30, end++;
-		break;
-	default:
-		break;
-	}
-	if (*end)
-		goto bad;
-	return v;
-bad:
-	fprintf(stderr, "%s: %s: bad number '%s'\n", prog, opt, s);
-	exit(2);
-}
-
-static double parse_seconds(const char *opt, const char *s)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v > 0)) {
-		fprintf(stderr, "%s: %s: bad duration '%s'\n", prog, opt, s);
-		exit(2);
-	}
-	return v;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* User + system CPU time of this process so far, in seconds. */
-static double cpu_s(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru) < 0)
-		die("getrusage");
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static struct addrinfo *resolve(const char *addr, const char *port,
-				bool passive)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-				 .ai_protocol = IPPROTO_TCP,
-				 .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
-	struct addrinfo *res;
-	int r;
-
-	if (passive)
-		hints.ai_flags |= AI_PASSIVE;
-	r = getaddrinfo(addr, port, &hints, &res);
-	if (r) {
-		fprintf(stderr, "%s: %s port %s: %s\n", prog, addr, port,
-			gai_strerror(r));
-		exit(2);
-	}
-	return res;
-}
-
-/* Bind a client socket to ADDR (port 0) before connecting, so the
- * connection leaves from that address (and its interface). */
-static void bind_local(int fd, const char *addr)
-{
-	struct addrinfo *ai = resolve(addr, "0", true);
-
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0)
-		die("bind --bind address");
-	freeaddrinfo(ai);
 }
 
 static void set_nodelay(int fd)
@@ -165,48 +47,6 @@ static void set_nodelay(int fd)
 
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
 		die("setsockopt TCP_NODELAY");
-}
-
-/* 1: all n bytes; 0: EOF before the first byte; -1: error or short. */
-static int recv_all(int fd, void *buf, size_t n)
-{
-	char *p = buf;
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = recv(fd, p + got, n - got, 0);
-
-		if (r > 0) {
-			got += (size_t)r;
-			continue;
-		}
-		if (r == 0) {
-			if (got)
-				errno = EPROTO;
-			return got ? -1 : 0;
-		}
-		if (errno != EINTR)
-			return -1;
-	}
-	return 1;
-}
-
-static int send_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	size_t sent = 0;
-
-	while (sent < n) {
-		ssize_t r = send(fd, p + sent, n - sent, MSG_NOSIGNAL);
-
-		if (r >= 0) {
-			sent += (size_t)r;
-			continue;
-		}
-		if (errno != EINTR)
-			return -1;
-	}
-	return 0;
 }
 
 /* ---- server ---- */
@@ -259,11 +99,7 @@ static int run_server(const char *addr, const char *port, int argc, char **argv)
 {
 	unsigned long count = 0, served = 0;
 	bool verbose = false, json = false;
-	struct addrinfo *ai;
-	struct sockaddr_storage ss;
-	socklen_t slen = sizeof(ss);
-	int one = 1, lfd;
-	unsigned int bound;
+	int lfd;
 
 	for (int i = 0; i < argc; i++) {
 		if (!strcmp(argv[i], "--count") && i + 1 < argc)
@@ -276,24 +112,7 @@ static int run_server(const char *addr, const char *port, int argc, char **argv)
 		else
 			usage();
 	}
-	ai = resolve(addr, port, true);
-	lfd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-	if (lfd < 0)
-		die("socket");
-	if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		die("setsockopt SO_REUSEADDR");
-	if (bind(lfd, ai->ai_addr, ai->ai_addrlen) < 0)
-		die("bind");
-	freeaddrinfo(ai);
-	if (listen(lfd, 16) < 0)
-		die("listen");
-	if (getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0)
-		die("getsockname");
-	bound = ntohs(ss.ss_family == AF_INET6
-			  ? ((struct sockaddr_in6 *)&ss)->sin6_port
-			  : ((struct sockaddr_in *)&ss)->sin_port);
-	printf("ready %u\n", bound);
-	fflush(stdout);
+	lfd = listen_ready(addr, port);
 
 	while (!count || served < count) {
 		int fd = accept(lfd, NULL, NULL);
@@ -333,12 +152,11 @@ static double pct_us(const uint64_t *v, size_t n, double p)
 
 static int run_client(const char *addr, const char *port, int argc, char **argv)
 {
-	uint64_t size = 0, iters = 0, warmup = 1000, done = 0, cap;
+	uint64_t size = 0, iters = 0, warmup = 1000, done = 0, cap, gap_us = 0;
 	double seconds = 0, sum = 0, elapsed, c0, cpu;
 	bool json = false;
 	const char *bind_addr = NULL;
 	uint64_t *lat, t0, tprev, deadline = 0;
-	struct addrinfo *ai;
 	uint32_t hdr[2];
 	char *buf;
 	int fd;
@@ -360,6 +178,8 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 			warmup = parse_size(a, argv[++i]);
 		else if (!strcmp(a, "--seconds"))
 			seconds = parse_seconds(a, argv[++i]);
+		else if (!strcmp(a, "--gap-us"))
+			gap_us = parse_size(a, argv[++i]);
 		else if (!strcmp(a, "--bind"))
 			bind_addr = argv[++i];
 		else
@@ -380,15 +200,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 		die("malloc");
 	memset(buf, 0x5a, size);
 
-	ai = resolve(addr, port, false);
-	fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-	if (fd < 0)
-		die("socket");
-	if (bind_addr)
-		bind_local(fd, bind_addr);
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0)
-		die("connect");
-	freeaddrinfo(ai);
+	fd = connect_to(addr, port, bind_addr);
 	set_nodelay(fd);
 	hdr[0] = PP_MAGIC;
 	hdr[1] = (uint32_t)size;
@@ -406,6 +218,13 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	for (;;) {
 		uint64_t t;
 
+		if (gap_us) {
+			struct timespec gap = { .tv_sec = (time_t)(gap_us / 1000000),
+						.tv_nsec = (long)(gap_us % 1000000) * 1000 };
+
+			nanosleep(&gap, NULL);
+			tprev = now_ns();
+		}
 		if (send_all(fd, buf, size) < 0 || recv_all(fd, buf, size) != 1)
 			die("round trip");
 		t = now_ns();
@@ -422,7 +241,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 		if (deadline && t >= deadline)
 			break;
 	}
-	elapsed = (double)(tprev - t0) / 1e9;
+	elapsed = (double)(now_ns() - t0) / 1e9;
 	cpu = cpu_s() - c0;
 	close(fd);
 
@@ -469,12 +288,5 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	if (argc < 4)
-		usage();
-	signal(SIGPIPE, SIG_IGN);
-	if (!strcmp(argv[1], "server"))
-		return run_server(argv[2], argv[3], argc - 4, argv + 4);
-	if (!strcmp(argv[1], "client"))
-		return run_client(argv[2], argv[3], argc - 4, argv + 4);
-	usage();
+	return bench_main(argc, argv, run_server, run_client, usage);
 }

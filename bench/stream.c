@@ -30,30 +30,13 @@
  * disagrees.  Without --verify the payload is a constant pattern and no
  * per-byte work is done on either side.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
+#define BENCH_NAME "stream"
+#include "bench.h"
 
 #define ST_MAGIC 0x4d525453u  /* "STRM" */
 #define ST_REPORT 0x54505252u /* "RRPT" */
 #define ST_F_VERIFY 1u
 #define ST_MAX_MSG (64ull << 20)
-
-static const char *prog = "stream";
 
 struct st_hdr {
 	uint32_t magic;
@@ -75,12 +58,6 @@ struct st_report {
 	uint64_t elapsed_ns;
 };
 
-static void die(const char *what)
-{
-	fprintf(stderr, "%s: %s: %s\n", prog, what, strerror(errno));
-	exit(2);
-}
-
 static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
@@ -92,147 +69,6 @@ static void usage(void)
 		" [--nodelay] [--bind LOCAL_ADDR] [--json]\n",
 		prog, prog);
 	exit(2);
-}
-
-static uint64_t parse_size(const char *opt, const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		goto bad;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		v <<= 10, end++;
-		break;
-	case 'm':
-	case 'M':
-		v <<= 20, end++;
-		break;
-	case 'g':
-	case 'G':
-		v <<= 30, end++;
-		break;
-	default:
-		break;
-	}
-	if (*end)
-		goto bad;
-	return v;
-bad:
-	fprintf(stderr, "%s: %s: bad number '%s'\n", prog, opt, s);
-	exit(2);
-}
-
-static double parse_seconds(const char *opt, const char *s)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v > 0)) {
-		fprintf(stderr, "%s: %s: bad duration '%s'\n", prog, opt, s);
-		exit(2);
-	}
-	return v;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* This process's user and system CPU time so far, in microseconds. */
-static void cpu_us(uint64_t *user, uint64_t *sys)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru) < 0)
-		die("getrusage");
-	*user = (uint64_t)ru.ru_utime.tv_sec * 1000000u +
-		(uint64_t)ru.ru_utime.tv_usec;
-	*sys = (uint64_t)ru.ru_stime.tv_sec * 1000000u +
-	       (uint64_t)ru.ru_stime.tv_usec;
-}
-
-static struct addrinfo *resolve(const char *addr, const char *port,
-				bool passive)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-				 .ai_protocol = IPPROTO_TCP,
-				 .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
-	struct addrinfo *res;
-	int r;
-
-	if (passive)
-		hints.ai_flags |= AI_PASSIVE;
-	r = getaddrinfo(addr, port, &hints, &res);
-	if (r) {
-		fprintf(stderr, "%s: %s port %s: %s\n", prog, addr, port,
-			gai_strerror(r));
-		exit(2);
-	}
-	return res;
-}
-
-/* Bind a client socket to ADDR (port 0) before connecting, so the
- * connection leaves from that address (and its interface). */
-static void bind_local(int fd, const char *addr)
-{
-	struct addrinfo *ai = resolve(addr, "0", true);
-
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0)
-		die("bind --bind address");
-	freeaddrinfo(ai);
-}
-
-/* 1: all n bytes; 0: EOF before the first byte; -1: error or short. */
-static int recv_all(int fd, void *buf, size_t n)
-{
-	char *p = buf;
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = recv(fd, p + got, n - got, 0);
-
-		if (r > 0) {
-			got += (size_t)r;
-			continue;
-		}
-		if (r == 0) {
-			if (got)
-				errno = EPROTO;
-			return got ? -1 : 0;
-		}
-		if (errno != EINTR)
-			return -1;
-	}
-	return 1;
-}
-
-static int send_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	size_t sent = 0;
-
-	while (sent < n) {
-		ssize_t r = send(fd, p + sent, n - sent, MSG_NOSIGNAL);
-
-		if (r >= 0) {
-			sent += (size_t)r;
-			continue;
-		}
-		if (errno != EINTR)
-			return -1;
-	}
-	return 0;
 }
 
 /* ---- payload: splitmix64 bytes, FNV-1a 64 ---- */
@@ -424,11 +260,7 @@ static int run_server(const char *addr, const char *port, int argc, char **argv)
 {
 	unsigned long count = 0, served = 0;
 	bool json = false, all_ok = true;
-	struct addrinfo *ai;
-	struct sockaddr_storage ss;
-	socklen_t slen = sizeof(ss);
-	int one = 1, lfd;
-	unsigned int bound;
+	int lfd;
 
 	for (int i = 0; i < argc; i++) {
 		if (!strcmp(argv[i], "--count") && i + 1 < argc)
@@ -439,24 +271,7 @@ static int run_server(const char *addr, const char *port, int argc, char **argv)
 		else
 			usage();
 	}
-	ai = resolve(addr, port, true);
-	lfd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-	if (lfd < 0)
-		die("socket");
-	if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		die("setsockopt SO_REUSEADDR");
-	if (bind(lfd, ai->ai_addr, ai->ai_addrlen) < 0)
-		die("bind");
-	freeaddrinfo(ai);
-	if (listen(lfd, 16) < 0)
-		die("listen");
-	if (getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0)
-		die("getsockname");
-	bound = ntohs(ss.ss_family == AF_INET6
-			  ? ((struct sockaddr_in6 *)&ss)->sin6_port
-			  : ((struct sockaddr_in *)&ss)->sin_port);
-	printf("ready %u\n", bound);
-	fflush(stdout);
+	lfd = listen_ready(addr, port);
 
 	while (!count || served < count) {
 		int fd = accept(lfd, NULL, NULL);
@@ -486,7 +301,6 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	const char *bind_addr = NULL;
 	struct st_hdr h;
 	struct st_report rep;
-	struct addrinfo *ai;
 	struct prng g;
 	unsigned char *buf;
 	unsigned int check_every;
@@ -542,15 +356,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	/* In --seconds mode read the clock about every 4 KiB sent. */
 	check_every = msg >= 4096 ? 1 : (unsigned int)(4096 / msg);
 
-	ai = resolve(addr, port, false);
-	fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-	if (fd < 0)
-		die("socket");
-	if (bind_addr)
-		bind_local(fd, bind_addr);
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0)
-		die("connect");
-	freeaddrinfo(ai);
+	fd = connect_to(addr, port, bind_addr);
 	if (nodelay) {
 		int one = 1;
 
@@ -656,12 +462,5 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	if (argc < 4)
-		usage();
-	signal(SIGPIPE, SIG_IGN);
-	if (!strcmp(argv[1], "server"))
-		return run_server(argv[2], argv[3], argc - 4, argv + 4);
-	if (!strcmp(argv[1], "client"))
-		return run_client(argv[2], argv[3], argc - 4, argv + 4);
-	usage();
+	return bench_main(argc, argv, run_server, run_client, usage);
 }

@@ -64,7 +64,9 @@ void shim_config_defaults(struct shim_config *c)
 	c->log_level = SHIM_LOG_WARN;
 	c->connect_timeout_ms = 1000;
 	c->negcache_ttl_s = 30;
-	c->poll_us = 0; /* rsockets' own 10 us spin applies regardless */
+	/* Spin this long before a wait sleeps (adaptive, see sg_wait): a sleep
+	 * and its wake-up cost more than a short wait for an active peer. */
+	c->poll_us = 100;
 	c->stats_shm = true; /* erdma-shim stat can see the process */
 	/* rsockets sends only into the peer's advertised window (half its
 	 * receive buffer): with its 128 KiB default a writer that is 64 KiB

@@ -11,6 +11,7 @@
 #include "log.h"
 
 #include <rdma/rsocket.h>
+#include <sched.h>
 #include <infiniband/verbs.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,40 +231,94 @@ int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 }
 
 /*
- * ERDMA_SHIM_POLL_US: before going to sleep, keep checking for that long
- * (bounded; 0 = no window of our own).  Trades CPU for wake-up latency;
- * rsockets adds its own 10 us spin inside rpoll either way.
+ * ERDMA_SHIM_POLL_US: the most a wait keeps checking before it sleeps
+ * (0 = no window of our own; rsockets spins 10 us inside rpoll either way).
+ * A sleep costs a wake-up (under rpoll(-1): CQ arm, poll, CQ event read,
+ * poll-gate read), far more than a short wait for the peer's next message.
+ *
+ * The window adapts per thread so that idle connections stop paying for it:
+ * a wait that lasted over SPIN_IDLE_X times the maximum found the peer idle,
+ * and halves the window (to 0 below SPIN_MIN_US); any shorter wait that
+ * ended in sleep doubles it again, up to the maximum.  "Shorter" is judged
+ * against a multiple of the maximum, not the maximum itself: once both ends
+ * sleep, every wait also carries the peer's wake-up, and a rule that only
+ * grew on waits under the maximum would never climb back out of that.
+ * Cost: a thread whose waits are all idle spins at most 2x the maximum in
+ * all before its window reaches 0; a busy one spins up to the maximum per
+ * wait, i.e. while its peer is active (yielding to any other runnable
+ * thread, see spin()).
  */
-static int spin(struct pollfd *fds, nfds_t nfds)
-{
-	struct timespec t0, t;
-	long us = (long)shim_cfg.poll_us;
-	int r;
+#define SPIN_MIN_US 10
+#define SPIN_IDLE_X 5
 
-	if (!us)
-		return sg_poll(fds, nfds, 0); /* one look before the timer */
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do {
-		r = sg_poll(fds, nfds, 0);
-		if (r != 0)
-			return r;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-	} while ((t.tv_sec - t0.tv_sec) * 1000000L +
-		 (t.tv_nsec - t0.tv_nsec) / 1000 < us);
-	return 0;
+static __thread unsigned int spin_win_us;
+static __thread bool spin_win_set;
+
+static long us_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000000L +
+	       (t.tv_nsec - t0->tv_nsec) / 1000;
 }
 
-int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms)
+/*
+ * Check fds until ready or us have passed; one look when us is 0.  Each
+ * round yields the CPU: with more waiting threads than CPUs, a spinner must
+ * not starve the thread (or, with soft-RoCE, the kernel) that would produce
+ * what it waits for.  With nothing else runnable the yield returns at once.
+ */
+static int spin(struct pollfd *fds, nfds_t nfds, long us,
+		const struct timespec *t0)
+{
+	int r;
+
+	for (;;) {
+		r = sg_poll(fds, nfds, 0);
+		if (r != 0 || us <= 0 || us_since(t0) >= us)
+			return r;
+		sched_yield();
+	}
+}
+
+/* The current window, at most max (which a finite timeout lowers). */
+static long spin_window(unsigned int max, int timeout_ms)
+{
+	long w;
+
+	if (!spin_win_set) {
+		spin_win_us = max; /* start ready to spin */
+		spin_win_set = true;
+	}
+	w = spin_win_us < max ? spin_win_us : max;
+	if (timeout_ms > 0 && w > timeout_ms * 1000L)
+		w = timeout_ms * 1000L;
+	return w;
+}
+
+/* A wait that slept, waited_us in all: would a longer spin have paid? */
+static void spin_adapt(unsigned int max, long waited_us)
+{
+	if (waited_us <= (long)max * SPIN_IDLE_X) {
+		spin_win_us = spin_win_us < SPIN_MIN_US ? SPIN_MIN_US
+							  : spin_win_us * 2;
+		if (spin_win_us > max)
+			spin_win_us = max;
+	} else {
+		spin_win_us /= 2;
+		if (spin_win_us < SPIN_MIN_US)
+			spin_win_us = 0;
+	}
+}
+
+/* Sleep in rpoll(-1) over fds plus a timerfd that ends a finite wait. */
+static int sleep_timed(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 {
 	struct itimerspec its = { 0 };
 	struct pollfd stack[32], *all = stack;
 	int tfd, r;
 
-	if (timeout_ms == 0)
-		return sg_poll(fds, nfds, 0);
-	r = spin(fds, nfds);
-	if (r != 0 || timeout_ms < 0)
-		return r != 0 ? r : sg_poll(fds, nfds, -1);
 	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (tfd < 0)
 		return -errno;
@@ -288,5 +343,33 @@ int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 	if (all != stack)
 		free(all);
 	REAL(close)(tfd);
+	return r;
+}
+
+int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms)
+{
+	unsigned int max = shim_cfg.poll_us;
+	struct timespec t0 = { 0 };
+	long left_us;
+	int r;
+
+	if (timeout_ms == 0)
+		return sg_poll(fds, nfds, 0);
+	if (max)
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = spin(fds, nfds, max ? spin_window(max, timeout_ms) : 0, &t0);
+	if (r != 0)
+		return r;
+	if (timeout_ms < 0) {
+		r = sg_poll(fds, nfds, -1);
+	} else {
+		/* The spin counts against the caller's timeout. */
+		left_us = timeout_ms * 1000L - (max ? us_since(&t0) : 0);
+		r = 0;
+		if (left_us > 0)
+			r = sleep_timed(fds, nfds, (int)((left_us + 999) / 1000));
+	}
+	if (max && r >= 0) /* woken, or timed out: how long did it take? */
+		spin_adapt(max, us_since(&t0));
 	return r;
 }
