@@ -111,7 +111,8 @@ static int try_rdma(int fd, struct shim_sock *s,
 		return -EACCES;
 	}
 	if (!sg_available()) {
-		*why = "no RDMA device";
+		*why = sg_fork_tainted() ? "fork child of a process that used RDMA"
+					 : "no RDMA device";
 		return -ENETUNREACH;
 	}
 	if (port + shim_cfg.port_offset > 65535) {
@@ -165,6 +166,40 @@ static int copy_user_addr(const struct sockaddr *addr, socklen_t len,
 	return 0;
 }
 
+/*
+ * Out of a resource (locked memory: RLIMIT_MEMLOCK, QPs, fds): the program
+ * keeps working over TCP, but the operator must hear of it -- once, not on
+ * every connect of a busy process.
+ */
+static void warn_resources_once(const struct sockaddr_storage *dst, int err)
+{
+	static int said;
+	char abuf[64];
+
+	if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		return;
+	shim_warn("RDMA to %s: %s; using TCP (check ulimit -l); not repeated",
+		  addr_str(dst, abuf, sizeof(abuf)), strerror(-err));
+}
+
+/*
+ * A blocking connect refused by TCP as well means the peer is down, not
+ * TCP-only: drop what the failed RDMA probe put in the negative cache, so a
+ * restarted server gets RDMA connections at once rather than after the TTL.
+ * (A non-blocking connect learns of its failure later, outside the shim:
+ * such a peer stays cached until the TTL.)
+ */
+static void forget_peer(const struct sockaddr_storage *dst)
+{
+	struct sockaddr_storage rdst = *dst;
+	unsigned int port = shim_addr_port((const void *)dst) + shim_cfg.port_offset;
+
+	if (port > 65535)
+		return;
+	shim_addr_set_port((struct sockaddr *)&rdst, (uint16_t)port);
+	sg_negcache_del((struct sockaddr *)&rdst);
+}
+
 static int connect_slow(int fd, struct shim_sock *s, const struct sockaddr *addr,
 			socklen_t len)
 {
@@ -198,11 +233,15 @@ static int connect_slow(int fd, struct shim_sock *s, const struct sockaddr *addr
 				  strerror(-rs));
 			return rs == -EACCES || rs == -ERANGE ? -ECONNREFUSED : rs;
 		}
+		if (rs == -ENOMEM || rs == -ENOBUFS || rs == -EMFILE)
+			warn_resources_once(&dst, rs);
 		/* Fallback: from here on this fd is a plain kernel socket. */
 		shim_fd_install(fd, NULL);
 		r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 		if (r == 0 || r == -EINPROGRESS)
 			shim_stat_kernel(fd, ERDMA_PATH_TCP, why, -rs, addr, len);
+		else if (r != -EINTR && r != -EALREADY)
+			forget_peer(&dst);
 		return r;
 	}
 	memcpy(&s->peer, addr, len);

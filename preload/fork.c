@@ -13,6 +13,9 @@
 #include "shim.h"
 #include "log.h"
 #include "sock.h"
+#include "glue.h"
+
+#include <pthread.h>
 
 static void disown_inherited(void)
 {
@@ -32,15 +35,26 @@ static void disown_inherited(void)
 	}
 }
 
+/*
+ * Run in every fork child, also those of forks inside libc that no wrapper
+ * sees (daemon(), and fork() called by other libraries' internal paths).
+ */
+static void child_after_fork(void)
+{
+	if (__atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED))
+		disown_inherited();
+	sg_fork_child();
+}
+
+void shim_fork_init(void)
+{
+	pthread_atfork(NULL, NULL, child_after_fork);
+}
+
 SHIM_EXPORT pid_t fork(void)
 {
-	pid_t pid;
-
 	shim_ensure_init();
-	pid = REAL(fork)();
-	if (pid == 0 && __atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED))
-		disown_inherited();
-	return pid;
+	return REAL(fork)(); /* the child runs child_after_fork */
 }
 
 /*

@@ -74,6 +74,7 @@ static void do_init(void)
 	/* Watch the log's fd so a close() or dup2() onto it is noticed. */
 	shim_fd_xchg(2, &shim_internal_sock);
 	shim_stat_init();
+	shim_fork_init();
 	shim_config_describe(&shim_cfg, desc, sizeof(desc));
 	shim_info("liberdma_shim %s mode=%s%s%s", SHIM_VERSION,
 		  shim_mode_name(shim_cfg.mode), desc[0] ? " " : "", desc);

@@ -42,6 +42,21 @@ static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo)
 	return r < 0 ? r : 0;
 }
 
+/*
+ * The kernel answers a NULL (or page-zero) buffer or iovec array of non-zero
+ * length with EFAULT; rsockets would copy through it.  Other unmapped
+ * pointers are not checked on the data path (a system call per I/O).
+ */
+static bool bad_iov(const struct iovec *iov, int cnt)
+{
+	if (cnt && shim_bad_ptr(iov))
+		return true;
+	for (int k = 0; k < cnt; k++)
+		if (iov[k].iov_len && shim_bad_ptr(iov[k].iov_base))
+			return true;
+	return false;
+}
+
 ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			int flags)
 {
@@ -57,6 +72,8 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		return -EAGAIN; /* nothing is ever queued there */
 	if (cnt < 0 || cnt > IOV_MAX)
 		return -EINVAL;
+	if (bad_iov(iov, cnt))
+		return -EFAULT;
 	for (int k = 0; k < cnt; k++)
 		want += iov[k].iov_len;
 	if (!want)
@@ -124,6 +141,8 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		return -EOPNOTSUPP;
 	if (cnt < 0 || cnt > IOV_MAX)
 		return -EINVAL;
+	if (bad_iov(iov, cnt))
+		return -EFAULT;
 	for (int k = 0; k < cnt; k++)
 		want += iov[k].iov_len;
 	if (s->wr_shut)
@@ -365,6 +384,8 @@ static ssize_t recvmsg_rdma(struct shim_sock *s, struct msghdr *msg, int flags)
 {
 	ssize_t r;
 
+	if (shim_bad_ptr(msg))
+		return -EFAULT;
 	if (msg->msg_iovlen > IOV_MAX)
 		return -EMSGSIZE;
 	r = shim_rdma_recvv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
@@ -439,6 +460,8 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 static ssize_t sendmsg_rdma(struct shim_sock *s, const struct msghdr *msg,
 			    int flags)
 {
+	if (shim_bad_ptr(msg))
+		return -EFAULT;
 	if (msg->msg_iovlen > IOV_MAX)
 		return -EMSGSIZE;
 	return shim_rdma_sendv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);

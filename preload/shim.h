@@ -58,6 +58,15 @@ SHIM_SYMS(SHIM_DECLARE_REAL)
  * table has capacity 0 until init has run). */
 extern int shim_init_state;
 void shim_init_slow(void);
+void shim_fork_init(void); /* fork.c: the fork-child handler */
+
+/* Pointers into page zero (NULL included) are never mapped on Linux
+ * (vm.mmap_min_addr >= 4096): where the shim itself would touch a buffer
+ * the kernel would have copied, it answers those with EFAULT too. */
+static inline bool shim_bad_ptr(const void *p)
+{
+	return (uintptr_t)p < 4096;
+}
 static inline void shim_ensure_init(void)
 {
 	if (unlikely(__atomic_load_n(&shim_init_state, __ATOMIC_ACQUIRE) != 2))

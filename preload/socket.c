@@ -11,6 +11,8 @@
 #include "stats.h"
 #include "epoll_int.h"
 
+#include <sys/uio.h>
+
 #include <netinet/tcp.h>
 #include <string.h>
 
@@ -97,18 +99,22 @@ SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 
 int shim_live_listeners; /* RDMA listeners alive in this process */
 
-/* Add an rsocket listener beside the kernel one; 0 or -errno. */
-static int listen_rdma(int fd, struct shim_sock *s, int backlog)
+/* The rsocket listener for fd's address: the rsocket, or -errno. */
+static int listen_rdma_open(int fd, struct shim_sock *s, int backlog,
+			    struct sockaddr_storage *local, socklen_t *llen)
 {
-	struct sockaddr_storage local, laddr;
-	socklen_t llen = sizeof(local), alen;
+	struct sockaddr_storage laddr;
+	socklen_t alen;
 	uint16_t port;
-	int lrs, fl;
+	int lrs;
 
-	if (REAL(getsockname)(fd, (struct sockaddr *)&local, &llen) < 0)
+	*llen = sizeof(*local);
+	if (REAL(getsockname)(fd, (struct sockaddr *)local, llen) < 0)
 		return -errno;
-	alen = shim_addr_unmap((struct sockaddr *)&local, llen, &laddr);
+	alen = shim_addr_unmap((struct sockaddr *)local, *llen, &laddr);
 	port = shim_addr_port((struct sockaddr *)&laddr);
+	if (!port)
+		return -EADDRNOTAVAIL; /* not bound yet: the kernel picks at listen */
 	if (!shim_config_allows(&shim_cfg, laddr.ss_family,
 				laddr.ss_family == AF_INET ?
 				(void *)&((struct sockaddr_in *)&laddr)->sin_addr :
@@ -129,21 +135,34 @@ static int listen_rdma(int fd, struct shim_sock *s, int backlog)
 	}
 	lrs = sg_listen((struct sockaddr *)&laddr, alen, backlog,
 			&(struct sg_bufs){ .snd = s->sndbuf, .rcv = s->rcvbuf });
-	if (lrs < 0) {
+	if (lrs < 0)
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
-		return lrs;
-	}
+	return lrs;
+}
+
+static void listen_rdma_drop(int lrs)
+{
+	sg_close(lrs);
+	__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
+}
+
+/* Both listeners are up: fd becomes a LISTEN sock. */
+static void listen_rdma_attach(int fd, struct shim_sock *s, int lrs,
+			       const struct sockaddr_storage *local,
+			       socklen_t llen)
+{
+	int fl;
+
 	/* The kernel listener runs non-blocking underneath so accept() can
 	 * wait on both listeners; the program keeps its own view (fcntl). */
 	fl = REAL(fcntl)(fd, F_GETFL);
 	if (fl >= 0)
 		REAL(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
-	memcpy(&s->local, &local, llen);
+	memcpy(&s->local, local, llen);
 	s->local_len = llen;
 	shim_sock_attach(s, SHIM_SK_LISTEN, lrs);
 	shim_stat_sock(s, fd, ERDMA_PATH_LISTEN);
-	shim_dbg("fd %d: listening on TCP and RDMA (port %u)", fd, port);
-	return 0;
+	shim_dbg("fd %d: listening on TCP and RDMA", fd);
 }
 
 /*
@@ -164,14 +183,33 @@ static bool reuseport_sibling(int fd, int err)
 SHIM_EXPORT int listen(int fd, int backlog)
 {
 	struct shim_sock *s = shim_fd_get(fd);
-	int r;
+	struct sockaddr_storage local;
+	socklen_t llen;
+	int r, lrs;
 
 	if (likely(!s || s->kind != SHIM_SK_TCP))
 		return REAL(listen)(fd, backlog);
+	/*
+	 * A bound socket gets its rsocket listener first: a client connecting
+	 * while only the kernel listened would be refused on RDMA, served on
+	 * TCP, and cache the server as TCP-only (a restarted server).  One
+	 * bound by listen() itself (port 0) can only follow the kernel.
+	 */
+	lrs = listen_rdma_open(fd, s, backlog, &local, &llen);
 	r = REAL(listen)(fd, backlog);
-	if (r < 0)
+	if (r < 0) {
+		int e = errno;
+
+		if (lrs >= 0)
+			listen_rdma_drop(lrs);
+		errno = e;
 		return r;
-	r = listen_rdma(fd, s, backlog);
+	}
+	if (lrs == -EADDRNOTAVAIL)
+		lrs = listen_rdma_open(fd, s, backlog, &local, &llen);
+	r = lrs < 0 ? lrs : 0;
+	if (lrs >= 0)
+		listen_rdma_attach(fd, s, lrs, &local, llen);
 	if (r < 0) {
 		shim_info("fd %d: listening on TCP only (%s)", fd, strerror(-r));
 		if (shim_cfg.mode == SHIM_MODE_REQUIRE && !reuseport_sibling(fd, r))
@@ -305,31 +343,51 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	return (int)shim_ret(r);
 }
 
-SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+/*
+ * The program's buffers get the kernel's checks (EFAULT, EINVAL for a
+ * negative length) before the shim writes the RDMA connection's address:
+ * the kernel socket under the fd validates them, its answer is overwritten.
+ */
+static int check_name_args(int fd, struct sockaddr *addr, socklen_t *len,
+			   socklen_t *cap)
 {
-	struct shim_sock *s = shim_fd_get(fd);
+	struct iovec here = { cap, sizeof(*cap) }, there = { len, sizeof(*len) };
+	ssize_t n = process_vm_readv(getpid(), &here, 1, &there, 1, 0);
 
-	if (likely(!s || s->kind != SHIM_SK_RDMA))
-		return REAL(getsockname)(fd, addr, len);
-	if (!len) {
+	if (n < 0 && errno != EFAULT)
+		*cap = *len; /* no such call here (seccomp): read it plainly */
+	else if (n != (ssize_t)sizeof(*cap)) {
 		errno = EFAULT;
 		return -1;
 	}
-	shim_addr_copy_out(&s->local, s->local_len, addr.__sockaddr__, len);
+	return REAL(getsockname)(fd, addr, len);
+}
+
+SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	struct shim_sock *s = shim_fd_get(fd);
+	socklen_t cap;
+
+	if (likely(!s || s->kind != SHIM_SK_RDMA))
+		return REAL(getsockname)(fd, addr, len);
+	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0)
+		return -1;
+	shim_addr_copy_out(&s->local, s->local_len, addr.__sockaddr__, &cap);
+	*len = cap;
 	return 0;
 }
 
 SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
 	struct shim_sock *s = shim_fd_get(fd);
+	socklen_t cap;
 
 	if (likely(!s || s->kind != SHIM_SK_RDMA))
 		return REAL(getpeername)(fd, addr, len);
-	if (!len) {
-		errno = EFAULT;
+	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0)
 		return -1;
-	}
-	shim_addr_copy_out(&s->peer, s->peer_len, addr.__sockaddr__, len);
+	shim_addr_copy_out(&s->peer, s->peer_len, addr.__sockaddr__, &cap);
+	*len = cap;
 	return 0;
 }
 

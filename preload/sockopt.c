@@ -120,8 +120,12 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 	if (s->kind == SHIM_SK_RDMA && level == SOL_SOCKET && name == SO_ERROR) {
 		int err = 0;
 
-		if (!val || !len) {
+		if (shim_bad_ptr(len) || (*len && shim_bad_ptr(val))) {
 			errno = EFAULT;
+			return -1;
+		}
+		if ((int)*len < 0) {
+			errno = EINVAL; /* the kernel reads it as an int */
 			return -1;
 		}
 		if (*len > sizeof(err))

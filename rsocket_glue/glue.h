@@ -22,6 +22,9 @@ struct sg_bufs {
 
 /* Is there an RDMA device and an rdma_cm to reach it? (cached) */
 bool sg_available(void);
+/* In a fork child: no RDMA if the parent used rsockets (see rsock.c). */
+void sg_fork_child(void);
+bool sg_fork_tainted(void);
 
 /*
  * Client rendezvous: an rsocket connected to dst (AF_INET/AF_INET6, v4-mapped
@@ -79,5 +82,6 @@ int sg_apply_tunables(int rs, const struct shim_config *c,
 /* Negative cache of peers with no RDMA listener (negcache.c). */
 bool sg_negcache_hit(const struct sockaddr *dst, unsigned int ttl_s);
 void sg_negcache_add(const struct sockaddr *dst);
+void sg_negcache_del(const struct sockaddr *dst);
 
 #endif

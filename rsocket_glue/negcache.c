@@ -105,3 +105,22 @@ void sg_negcache_add(const struct sockaddr *dst)
 		e->added = mono_s();
 	pthread_mutex_unlock(&neg_lock);
 }
+
+/* The peer turned out to be down altogether (its TCP connect failed too):
+ * it is not "TCP only", and a restarted peer must get its RDMA back. */
+void sg_negcache_del(const struct sockaddr *dst)
+{
+	struct neg_key k;
+	struct neg_ent *e;
+
+	if (!make_key(dst, &k))
+		return;
+	pthread_mutex_lock(&neg_lock);
+	HASH_FIND(hh, neg, &k, sizeof(k), e);
+	if (e) {
+		HASH_DEL(neg, e);
+		free(e);
+		neg_count--;
+	}
+	pthread_mutex_unlock(&neg_lock);
+}

@@ -22,9 +22,33 @@
 
 static int avail_state; /* 0 unknown, 1 yes, -1 no */
 
+/*
+ * librdmacm opens every device's verbs context once, at its first rsocket,
+ * and keeps them in static state: a fork child inherits contexts that
+ * belong to its parent's address space, and an rsocket made there connects
+ * but does not carry data (seen in tests/rdma/85-fork.sh).  So a child of a
+ * process that used rsockets stays on TCP; a child forked before any
+ * rsocket existed starts afresh and may use RDMA.
+ */
+static bool lib_used, fork_tainted;
+
+void sg_fork_child(void)
+{
+	if (__atomic_load_n(&lib_used, __ATOMIC_ACQUIRE))
+		fork_tainted = true;
+}
+
+bool sg_fork_tainted(void)
+{
+	return fork_tainted;
+}
+
 bool sg_available(void)
 {
 	int st = __atomic_load_n(&avail_state, __ATOMIC_ACQUIRE);
+
+	if (unlikely(fork_tainted))
+		return false;
 	struct ibv_device **list;
 	struct stat sb;
 	int n = 0;
@@ -68,12 +92,15 @@ static int wait_connected(int rs, int timeout_ms)
 	return 0;
 }
 
+static void cm_track(int rs);
+
 int sg_connect(const struct sockaddr *dst, socklen_t len,
 	       const struct sockaddr *src, socklen_t srclen, int timeout_ms,
 	       const struct sg_bufs *bufs)
 {
 	int rs, r;
 
+	__atomic_store_n(&lib_used, true, __ATOMIC_RELEASE);
 	rs = (int)LIB_CALL(rsocket(dst->sa_family, SOCK_STREAM, 0));
 	if (rs < 0)
 		return rs;
@@ -95,6 +122,7 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 		sg_close(rs);
 		return r;
 	}
+	cm_track(rs);
 	return rs;
 }
 
@@ -105,6 +133,62 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
  */
 #define MAX_LISTEN_RS 65536 /* rsocket indexes are below this */
 static int listen_pollfd[MAX_LISTEN_RS];
+
+/*
+ * A connected rsocket learns that its peer is gone only from rdma_cm's
+ * DISCONNECTED event, and in rdma-core 44 only rsockets' connect service
+ * thread watches for it: the thread the shim keeps its rsockets away from
+ * (svc.c).  So a killed peer (its kernel sends the disconnect) would never
+ * be noticed by a reader or a writer blocked on a full window.  The event
+ * channel's fd is the rsocket's own number; the shim sleeps on a duplicate
+ * of it (rpoll would take the number for the rsocket itself), and once a
+ * post-connection event is there the rsocket is "gone": it reads as EOF
+ * once drained, sends fail, polls show POLLHUP.  Nothing is added to the
+ * busy-poll path: the duplicate is watched only while sleeping.
+ */
+static int cm_dup[MAX_LISTEN_RS];	   /* duplicate + 1, 0 = none */
+static unsigned char cm_gone[MAX_LISTEN_RS]; /* sticky */
+
+static void cm_track(int rs)
+{
+	int fd;
+
+	if (rs < 0 || rs >= MAX_LISTEN_RS)
+		return;
+	fd = REAL(fcntl)(rs, F_DUPFD_CLOEXEC, 0);
+	cm_gone[rs] = 0;
+	cm_dup[rs] = fd >= 0 ? fd + 1 : 0;
+}
+
+static void cm_untrack(int rs)
+{
+	if (rs < 0 || rs >= MAX_LISTEN_RS || !cm_dup[rs])
+		return;
+	REAL(close)(cm_dup[rs] - 1);
+	cm_dup[rs] = 0;
+	cm_gone[rs] = 0;
+}
+
+static bool cm_is_gone(int rs)
+{
+	return rs >= 0 && rs < MAX_LISTEN_RS && cm_dup[rs] &&
+	       __atomic_load_n(&cm_gone[rs], __ATOMIC_ACQUIRE);
+}
+
+/* The duplicate showed an event: it is the disconnect unless it was the
+ * ESTABLISHED that an accepted rsocket consumes on its first use (which a
+ * look at the rsocket does now). */
+static void cm_check(int rs)
+{
+	struct pollfd r = { .fd = rs, .events = POLLIN | POLLOUT };
+	struct pollfd d = { .fd = cm_dup[rs] - 1, .events = POLLIN };
+
+	(void)LIB_CALL(rpoll(&r, 1, 0));
+	if (REAL(poll)(&d, 1, 0) > 0 && (d.revents & POLLIN)) {
+		__atomic_store_n(&cm_gone[rs], 1, __ATOMIC_RELEASE);
+		shim_dbg("rsocket %d: the peer disconnected (rdma_cm event)", rs);
+	}
+}
 
 int sg_listen_pollfd(int lrs)
 {
@@ -118,6 +202,7 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 {
 	int rs, r, one = 1, qfd = -1;
 
+	__atomic_store_n(&lib_used, true, __ATOMIC_RELEASE);
 	rs = (int)LIB_CALL(rsocket(addr->sa_family, SOCK_STREAM, 0));
 	if (rs < 0)
 		return rs;
@@ -164,6 +249,7 @@ int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len)
 	/* raccept hands back a socket that inherits nothing we rely on:
 	 * make its mode explicit. */
 	sg_set_nonblock(rs, false);
+	cm_track(rs);
 	return rs;
 }
 
@@ -171,6 +257,7 @@ int sg_close(int rs)
 {
 	if (rs >= 0 && rs < MAX_LISTEN_RS)
 		listen_pollfd[rs] = 0;
+	cm_untrack(rs);
 	return (int)LIB_CALL(rclose(rs));
 }
 
@@ -199,14 +286,25 @@ int sg_getpeername(int rs, struct sockaddr *addr, socklen_t *len)
 	return (int)LIB_CALL(rgetpeername(rs, addr, len));
 }
 
+/* A gone rsocket: what is queued still reads, then EOF; sends fail. */
+static ssize_t rd_gone(int rs, ssize_t r)
+{
+	return r == -EAGAIN && cm_is_gone(rs) ? 0 : r;
+}
+
+static ssize_t wr_gone(int rs, ssize_t r)
+{
+	return r == -EAGAIN && cm_is_gone(rs) ? -ECONNRESET : r;
+}
+
 ssize_t sg_recv(int rs, void *buf, size_t len, int flags)
 {
-	return LIB_CALL(rrecv(rs, buf, len, flags));
+	return rd_gone(rs, LIB_CALL(rrecv(rs, buf, len, flags)));
 }
 
 ssize_t sg_send(int rs, const void *buf, size_t len, int flags)
 {
-	return LIB_CALL(rsend(rs, buf, len, flags));
+	return wr_gone(rs, LIB_CALL(rsend(rs, buf, len, flags)));
 }
 
 ssize_t sg_recvv(int rs, const struct iovec *iov, int iovcnt, int flags)
@@ -214,7 +312,7 @@ ssize_t sg_recvv(int rs, const struct iovec *iov, int iovcnt, int flags)
 	struct msghdr m = { .msg_iov = (struct iovec *)iov,
 			    .msg_iovlen = (size_t)iovcnt };
 
-	return LIB_CALL(rrecvmsg(rs, &m, flags));
+	return rd_gone(rs, LIB_CALL(rrecvmsg(rs, &m, flags)));
 }
 
 ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags)
@@ -222,12 +320,27 @@ ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags)
 	struct msghdr m = { .msg_iov = (struct iovec *)iov,
 			    .msg_iovlen = (size_t)iovcnt };
 
-	return LIB_CALL(rsendmsg(rs, &m, flags));
+	return wr_gone(rs, LIB_CALL(rsendmsg(rs, &m, flags)));
+}
+
+/* Gone rsockets show POLLHUP (their EOF); returns the new count. */
+static int mark_gone(struct pollfd *fds, nfds_t nfds)
+{
+	int n = 0;
+
+	for (nfds_t i = 0; i < nfds; i++) {
+		if (cm_is_gone(fds[i].fd))
+			fds[i].revents |= POLLHUP;
+		n += fds[i].revents != 0;
+	}
+	return n;
 }
 
 int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 {
-	return (int)LIB_CALL(rpoll(fds, nfds, timeout_ms < 0 ? -1 : 0));
+	int r = (int)LIB_CALL(rpoll(fds, nfds, timeout_ms < 0 ? -1 : 0));
+
+	return r < 0 ? r : mark_gone(fds, nfds);
 }
 
 /*
@@ -312,37 +425,59 @@ static void spin_adapt(unsigned int max, long waited_us)
 	}
 }
 
-/* Sleep in rpoll(-1) over fds plus a timerfd that ends a finite wait. */
-static int sleep_timed(struct pollfd *fds, nfds_t nfds, int timeout_ms)
+/*
+ * Sleep in rpoll(-1) over fds, the cm duplicates of their rsockets, and a
+ * timerfd that ends a finite wait (timeout_ms > 0).
+ */
+static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 {
 	struct itimerspec its = { 0 };
-	struct pollfd stack[32], *all = stack;
-	int tfd, r;
+	struct pollfd stack[64], *all = stack;
+	int tfd = -1, r;
+	nfds_t n = nfds, i;
 
-	tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (tfd < 0)
-		return -errno;
-	its.it_value.tv_sec = timeout_ms / 1000;
-	its.it_value.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
-	timerfd_settime(tfd, 0, &its, NULL);
-	if (nfds + 1 > ARRAY_SIZE(stack)) {
-		all = malloc((nfds + 1) * sizeof(*all));
-		if (!all) {
-			REAL(close)(tfd);
+	if (2 * nfds + 1 > ARRAY_SIZE(stack)) {
+		all = malloc((2 * nfds + 1) * sizeof(*all));
+		if (!all)
 			return -ENOMEM;
-		}
 	}
 	memcpy(all, fds, nfds * sizeof(*fds));
-	all[nfds] = (struct pollfd){ .fd = tfd, .events = POLLIN };
-	r = sg_poll(all, nfds + 1, -1);
-	if (r > 0) {
-		memcpy(fds, all, nfds * sizeof(*fds));
-		if (all[nfds].revents)
-			r--; /* the timer is ours, not the caller's */
+	for (i = 0; i < nfds; i++) {
+		int rs = fds[i].fd;
+
+		if (rs >= 0 && rs < MAX_LISTEN_RS && cm_dup[rs] && !cm_is_gone(rs))
+			all[n++] = (struct pollfd){ .fd = cm_dup[rs] - 1,
+						    .events = POLLIN };
 	}
+	if (timeout_ms > 0) {
+		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (tfd < 0) {
+			r = -errno;
+			goto out;
+		}
+		its.it_value.tv_sec = timeout_ms / 1000;
+		its.it_value.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+		timerfd_settime(tfd, 0, &its, NULL);
+		all[n++] = (struct pollfd){ .fd = tfd, .events = POLLIN };
+	}
+	r = (int)LIB_CALL(rpoll(all, n, -1));
+	if (r < 0)
+		goto out;
+	/* A cm duplicate that fired: is its rsocket gone? */
+	for (i = nfds; i < n; i++)
+		if (all[i].revents && all[i].fd != tfd)
+			for (nfds_t k = 0; k < nfds; k++)
+				if (fds[k].fd >= 0 && fds[k].fd < MAX_LISTEN_RS &&
+				    cm_dup[fds[k].fd] - 1 == all[i].fd)
+					cm_check(fds[k].fd);
+	for (i = 0; i < nfds; i++)
+		fds[i].revents = all[i].revents;
+	r = mark_gone(fds, nfds);
+out:
+	if (tfd >= 0)
+		REAL(close)(tfd);
 	if (all != stack)
 		free(all);
-	REAL(close)(tfd);
 	return r;
 }
 
@@ -361,13 +496,13 @@ int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 	if (r != 0)
 		return r;
 	if (timeout_ms < 0) {
-		r = sg_poll(fds, nfds, -1);
+		r = sleep_fds(fds, nfds, -1);
 	} else {
 		/* The spin counts against the caller's timeout. */
 		left_us = timeout_ms * 1000L - (max ? us_since(&t0) : 0);
 		r = 0;
 		if (left_us > 0)
-			r = sleep_timed(fds, nfds, (int)((left_us + 999) / 1000));
+			r = sleep_fds(fds, nfds, (int)((left_us + 999) / 1000));
 	}
 	if (max && r >= 0) /* woken, or timed out: how long did it take? */
 		spin_adapt(max, us_since(&t0));
