@@ -45,7 +45,7 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
-.PHONY: all deps test check check-unit check-host check-rdma demo install clean format format-check fuzz
+.PHONY: all deps test check check-unit check-host check-rdma demo install clean format format-check fuzz soak tsan
 
 all: $(LIB) $(PROGS) $(UNITS) $(BENCHES)
 
@@ -66,6 +66,13 @@ $(LIB): $(LIB_OBJ) preload/liberdma_shim.map
 $(B)/tests/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h) Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -o $@ $< -lrdmacm -libverbs -lpthread
+
+# secure_env is linked against the shim itself (DT_NEEDED, absolute rpath):
+# the loader ignores LD_PRELOAD paths for setuid programs (tests/host/81).
+$(B)/tests/progs/secure_env: tests/progs/secure_env.c $(LIB) Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -o $@ $< -Wl,--no-as-needed $(abspath $(LIB)) \
+		-Wl,-rpath,$(abspath $(dir $(LIB))) -Wl,--as-needed
 
 # Unit tests link the pure parts of the library directly.
 $(B)/tests/unit/test_%: tests/unit/test_%.c $(PRELOAD_SRC) $(wildcard preload/*.h) Makefile $(FLAGS_STAMP)
@@ -146,6 +153,20 @@ check-host: all
 
 check-rdma: all
 	SANITIZE=$(SANITIZE) tests/vm/check-rdma
+
+# A bounded soak in the soft-RoCE bed (issue #8): SOAK_SECONDS of mixed gRPC
+# and raw traffic with random faults (the suite runs the same for 60 s).
+SOAK_SECONDS ?= 300
+soak: all
+	ERDMA_SOAK_SECONDS=$(SOAK_SECONDS) tests/vm/check-rdma \
+		--timeout $$(($(SOAK_SECONDS) + 300)) tests/rdma/extra/95-soak.sh
+
+# A ThreadSanitizer copy of the library, beside the normal one (preload it
+# after libtsan.so): build/tsan/liberdma_shim.so.
+tsan:
+	$(MAKE) B=build/tsan LIB=build/tsan/liberdma_shim.so SANITIZE=0 \
+		SAN_FLAGS=-fsanitize=thread CFLAGS="$(CFLAGS) -Wno-tsan" \
+		build/tsan/liberdma_shim.so
 
 # A longer fuzzing run of the ERDMA_SHIM_* parser (make test runs 20 s).
 fuzz:

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Peer SIGKILLed mid-connection (issue #8): the survivor must see the end of
+# the connection (EOF or an error such as ECONNRESET/EPIPE) within 2 s,
+#  - reader: blocked in recv after reading 1 MiB byte-exact;
+#  - writer: blocked in send because the peer stopped reading;
+# each with the survivor as client and as server.  Without the shim (kernel
+# TCP) and with it (ERDMA_SHIM=require on both ends, the survivor's QPs
+# counted before the kill); same bound both ways.  FIGURE: the time from
+# kill to the survivor's return, per case.
+. "$(dirname "$0")/lib/common.bash"
+R=$PROGS/relia
+LIMIT_MS=2000
+
+# one MODE SURVIVOR(client|server) KIND(read|write)
+one() {
+	local m=$1 who=$2 kind=$3 pre=() peer victim sv port t0 t1 dt q=- line i
+	[ "$m" = shim ] && pre=(env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require)
+	peer=feed; [ "$kind" = write ] && peer=stall
+	local tag=$m.$who.$kind
+	# The victim runs without timeout(1) in front so its pid is the
+	# program's own (env execs it); cleanup kills it if the test fails.
+	if [ "$who" = client ]; then
+		bg "$WORK/v.$tag" "${pre[@]}" "$R" serve "$IP0" 0 "$peer" 1048576
+		victim=$BG_PID
+		wait_for "$WORK/v.$tag" '^ready ' 30
+		port=$(port_of "$WORK/v.$tag")
+		bg "$WORK/s.$tag" "${pre[@]}" timeout 60 "$R" dial "$IP0" "$port" "$kind" 1048576
+		sv=$BG_PID
+	else
+		bg "$WORK/s.$tag" "${pre[@]}" timeout 60 "$R" serve "$IP0" 0 "$kind" 1048576
+		sv=$BG_PID
+		wait_for "$WORK/s.$tag" '^ready ' 30
+		port=$(port_of "$WORK/s.$tag")
+		bg "$WORK/v.$tag" "${pre[@]}" "$R" dial "$IP0" "$port" "$peer" 1048576
+		victim=$BG_PID
+	fi
+	if [ "$kind" = read ]; then
+		wait_for "$WORK/s.$tag" '^blocking after 1048576 exact' 60
+	else
+		wait_for "$WORK/s.$tag" '^blocked after' 60
+	fi
+	[ "$m" = shim ] && { q=$(qps "$sv"); [ "$q" -ge 1 ] || fail "$tag: survivor has no QP (not RDMA)"; }
+	t0=$(date +%s%3N)
+	kill -KILL "$victim"
+	# 10 s: past the bound, but it tells a slow end from a hang
+	for ((i = 0; i < 200; i++)); do
+		grep -q '^end ' "$WORK/s.$tag" && break
+		sleep 0.05
+	done
+	if ! line=$(grep '^end ' "$WORK/s.$tag"); then
+		figure "kill_${tag}_ms=hang (no end within 10 s, survivor QPs $q)"
+		echo "FAIL: $tag: the survivor still blocked 10 s after the kill"
+		bad=$((bad + 1))
+		kill "$sv" 2>/dev/null || true
+		return 0
+	fi
+	t1=$(sed -n 's/.* ms=//p' <<<"$line")
+	dt=$((t1 - t0))
+	case $line in
+	"end recv rc=0 "* | *errno=ECONNRESET* | *errno=EPIPE* | *errno=ETIMEDOUT*) ;;
+	*) fail "$tag: unexpected end: $line" ;;
+	esac
+	figure "kill_${tag}_ms=$dt ($line, survivor QPs $q)"
+	if [ "$dt" -gt "$LIMIT_MS" ]; then
+		echo "FAIL: $tag: survivor saw the kill after ${dt} ms (> $LIMIT_MS)"
+		bad=$((bad + 1))
+	fi
+	kill "$sv" 2>/dev/null || true
+	wait "$sv" 2>/dev/null || true
+	[ "$dt" -gt "$LIMIT_MS" ] || echo "PASS: $tag: ${dt} ms: ${line% ms=*}"
+}
+bad=0
+for m in plain shim; do
+	for who in client server; do
+		for kind in read write; do
+			one "$m" "$who" "$kind"
+		done
+	done
+done
+[ "$bad" -eq 0 ] || fail "$bad case(s) hung after the peer's SIGKILL"
+echo "RESULT: a SIGKILLed peer ends blocked recv and send within ${LIMIT_MS} ms, kernel TCP and RDMA"
