@@ -36,7 +36,7 @@
 #define ST_MAGIC 0x4d525453u  /* "STRM" */
 #define ST_REPORT 0x54505252u /* "RRPT" */
 #define ST_F_VERIFY 1u
-#define ST_MAX_MSG (64ull << 20)
+#define ST_MAX_MSG (256ull << 20)
 
 struct st_hdr {
 	uint32_t magic;
