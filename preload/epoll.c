@@ -352,16 +352,23 @@ static int kernel_ctl(struct ep_set *set, int op, struct ep_reg *r,
 	return 0;
 }
 
+/*
+ * The last fd of r's file is being closed (we run before the real close).
+ * A marked registration leaves the kernel set now, not at the close: in
+ * between, another thread could fetch an event carrying the marker of a
+ * registration already freed, and hand our pointer to the program as its
+ * epoll data.  A listener's queue lives on until its rsocket does.
+ */
 static void drop_reg(struct ep_set *set, struct ep_reg **pp)
 {
 	struct ep_reg *r = *pp;
 
-	/* The kernel dropped the fd's own registration with the file; a
-	 * listener's queue lives on until its rsocket does. */
-	if (r->marked && r->s->kind == SHIM_SK_LISTEN &&
-	    sg_listen_pollfd(r->s->rs) >= 0)
-		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL,
-				sg_listen_pollfd(r->s->rs), NULL);
+	if (r->marked) {
+		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
+		if (r->s->kind == SHIM_SK_LISTEN && sg_listen_pollfd(r->s->rs) >= 0)
+			REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL,
+					sg_listen_pollfd(r->s->rs), NULL);
+	}
 	reg_unlink(set, pp);
 	kick(set);
 }
@@ -593,6 +600,33 @@ int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
 	w->wakes[w->n] = wake;
 	w->n++;
 	return 0;
+}
+
+/* sg_wait with the caller's signal mask set around it (not atomically:
+ * rsockets has no masked wait). */
+int shim_wait_masked(struct pollfd *p, nfds_t n, int timeout_ms,
+		     const sigset_t *mask)
+{
+	sigset_t old;
+	int r;
+
+	if (mask)
+		pthread_sigmask(SIG_SETMASK, mask, &old);
+	r = sg_wait(p, n, timeout_ms);
+	if (mask)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
+/* Sleep on everything w lists; on timeout or error nothing fired. */
+int shim_watch_wait(struct watch *w, int timeout_ms, const sigset_t *mask)
+{
+	int r = shim_wait_masked(w->p, (nfds_t)w->n, timeout_ms, mask);
+
+	if (r <= 0)
+		for (int i = 0; i < w->n; i++)
+			w->p[i].revents = 0;
+	return r;
 }
 
 void shim_watch_done(struct watch *w)
@@ -838,7 +872,6 @@ static int translate_locked(struct ep_set *set, struct epoll_event *evs,
 static int sleep_on(struct ep_set *set, int timeout_ms, const sigset_t *mask)
 {
 	struct watch w = { 0 };
-	sigset_t old;
 	int ret;
 
 	ret = shim_watch_add(&w, (struct pollfd){ .fd = set->epfd, .events = POLLIN },
@@ -851,14 +884,7 @@ static int sleep_on(struct ep_set *set, int timeout_ms, const sigset_t *mask)
 	}
 	shim_dbg("epoll %d: sleeping on %d fd(s), timeout %d", set->epfd, w.n,
 		 timeout_ms);
-	if (mask)
-		pthread_sigmask(SIG_SETMASK, mask, &old);
-	ret = sg_wait(w.p, (nfds_t)w.n, timeout_ms);
-	if (mask)
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret <= 0)
-		for (int i = 0; i < w.n; i++)
-			w.p[i].revents = 0;
+	ret = shim_watch_wait(&w, timeout_ms, mask);
 	shim_watch_done(&w);
 	return ret;
 }

@@ -6,6 +6,7 @@
 #include "sock.h"
 
 #include <poll.h>
+#include <signal.h>
 
 struct ep_set;
 
@@ -43,6 +44,9 @@ int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
 		   struct ep_set *wake);
 /* Drops the references, drains wake eventfds that fired, frees. */
 void shim_watch_done(struct watch *w);
+int shim_watch_wait(struct watch *w, int timeout_ms, const sigset_t *mask);
+int shim_wait_masked(struct pollfd *p, nfds_t n, int timeout_ms,
+		     const sigset_t *mask);
 bool shim_epoll_emulating(struct ep_set *set);
 bool shim_epoll_peek(struct ep_set *set);
 int shim_epoll_watch(struct ep_set *set, struct watch *w);

@@ -40,7 +40,6 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	nfds_t n = 0, extra = 0, i;
 	bool rdma = false;
 	int r, count = 0;
-	sigset_t old;
 
 	if (nfds > (nfds_t)INT_MAX / 2)
 		return -EINVAL;
@@ -78,11 +77,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		}
 	}
 	if (rdma) {
-		if (mask)
-			pthread_sigmask(SIG_SETMASK, mask, &old);
-		r = sg_wait(p, n, timeout_ms);
-		if (mask)
-			pthread_sigmask(SIG_SETMASK, &old, NULL);
+		r = shim_wait_masked(p, n, timeout_ms, mask);
 	} else {
 		r = REAL(ppoll)(p, n, tmo, mask);
 		if (r < 0)
@@ -207,7 +202,6 @@ static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	for (;;) {
 		struct watch w = { 0 };
 		int r = poll_now(fds, nfds), left = timeout_ms;
-		sigset_t old;
 
 		if (r != 0 || timeout_ms == 0)
 			return r;
@@ -217,16 +211,8 @@ static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 				return 0;
 		}
 		r = watch_fds(fds, nfds, &w);
-		if (!r) {
-			if (mask)
-				pthread_sigmask(SIG_SETMASK, mask, &old);
-			r = sg_wait(w.p, (nfds_t)w.n, left);
-			if (mask)
-				pthread_sigmask(SIG_SETMASK, &old, NULL);
-			if (r <= 0)
-				for (int i = 0; i < w.n; i++)
-					w.p[i].revents = 0;
-		}
+		if (!r)
+			r = shim_watch_wait(&w, left, mask);
 		shim_watch_done(&w);
 		if (r < 0)
 			return r;
