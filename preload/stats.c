@@ -420,19 +420,6 @@ int shim_stat_kconnect(int fd, const struct sockaddr *addr, socklen_t len)
 
 /* ---- ERDMA_SHIM_STATS=1: the summary at exit ---- */
 
-static void addr_text(const struct erdma_stat_addr *a, char *buf, size_t len)
-{
-	char ip[INET6_ADDRSTRLEN] = "-";
-
-	if (!a->family) {
-		snprintf(buf, len, "-");
-		return;
-	}
-	inet_ntop(a->family, a->addr, ip, sizeof(ip));
-	snprintf(buf, len, a->family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip,
-		 a->port);
-}
-
 /* Kernel TCP bytes of fd from tcp_info; false if fd is not that socket. */
 static bool tcp_bytes(const struct erdma_stat_slot *sl, uint64_t *in,
 		      uint64_t *out)
@@ -457,8 +444,8 @@ static void summary_slot(const struct erdma_stat_slot *sl)
 
 	if (sl->path == ERDMA_PATH_TCP && !tcp_bytes(sl, &in, &out))
 		return; /* closed behind our back */
-	addr_text(&sl->local, la, sizeof(la));
-	addr_text(&sl->peer, pa, sizeof(pa));
+	erdma_stat_addr_text(&sl->local, la, sizeof(la));
+	erdma_stat_addr_text(&sl->peer, pa, sizeof(pa));
 	if (sl->path == ERDMA_PATH_RDMA)
 		snprintf(extra, sizeof(extra), " msgs_in %llu msgs_out %llu",
 			 (unsigned long long)sl->msgs_in,

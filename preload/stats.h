@@ -20,8 +20,10 @@
 #ifndef SHIM_STATS_H
 #define SHIM_STATS_H
 
+#include <arpa/inet.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define ERDMA_STAT_MAGIC 0x53444d45u /* "EMDS" */
 #define ERDMA_STAT_VERSION 1
@@ -85,6 +87,21 @@ static inline const char *erdma_stat_path_name(int path)
 					    "listen-tcp"};
 
 	return path >= 0 && path < 5 ? names[path] : "?";
+}
+
+/* "ip:port" / "[ip6]:port" / "-" of a slot address (library and CLI). */
+static inline void erdma_stat_addr_text(const struct erdma_stat_addr *a,
+					char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	if (!a->family) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	inet_ntop(a->family, a->addr, ip, sizeof(ip));
+	snprintf(buf, len, a->family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip,
+		 a->port);
 }
 
 /* ---- the library's side ---- */

@@ -1030,19 +1030,6 @@ static int maps_segment(int pid)
 	return found;
 }
 
-static void addr_text(const struct erdma_stat_addr *a, char *buf, size_t len)
-{
-	char ip[INET6_ADDRSTRLEN];
-
-	if (!a->family) {
-		snprintf(buf, len, "-");
-		return;
-	}
-	inet_ntop(a->family, a->addr, ip, sizeof(ip));
-	snprintf(buf, len, a->family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip,
-		 a->port);
-}
-
 /* A consistent copy of a slot (seqlock reader); false if free/unreadable. */
 static bool slot_read(const struct erdma_stat_slot *sl,
 		      struct erdma_stat_slot *out)
@@ -1075,8 +1062,8 @@ static void conn_out(bool json, int n, int pid, const struct erdma_stat_slot *s,
 	unsigned long long in = rdma ? s->bytes_in : tb ? tb->in : 0;
 	unsigned long long out = rdma ? s->bytes_out : tb ? tb->out : 0;
 
-	addr_text(&s->local, la, sizeof(la));
-	addr_text(&s->peer, pa, sizeof(pa));
+	erdma_stat_addr_text(&s->local, la, sizeof(la));
+	erdma_stat_addr_text(&s->peer, pa, sizeof(pa));
 	if (json) {
 		printf("%s\n      {\"fd\": %d, \"path\": \"%s\", \"local\": "
 		       "\"%s\", \"peer\": \"%s\", ",
