@@ -25,6 +25,14 @@ bool sg_available(void);
 /* In a fork child: no RDMA if the parent used rsockets (see rsock.c). */
 void sg_fork_child(void);
 bool sg_fork_tainted(void);
+/* rclose on a reaper thread, waited for a bounded time; cmfd (or -1): a
+ * duplicate of its rdma_cm channel, watched while the close is slow, then
+ * closed (reap.c). */
+int sg_reap(int rs, int cmfd);
+void sg_reap_fork_child(void);
+/* Take a connection's end event from its rdma_cm channel fd and flush its
+ * QP (rsock.c): the event type, or -errno. */
+int sg_cm_take_end(int fd);
 
 /*
  * Client rendezvous: an rsocket connected to dst (AF_INET/AF_INET6, v4-mapped

@@ -10,6 +10,7 @@
 #include "shim.h"
 #include "log.h"
 
+#include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 #include <sched.h>
 #include <infiniband/verbs.h>
@@ -34,6 +35,7 @@ static bool lib_used, fork_tainted;
 
 void sg_fork_child(void)
 {
+	sg_reap_fork_child();
 	if (__atomic_load_n(&lib_used, __ATOMIC_ACQUIRE))
 		fork_tainted = true;
 }
@@ -160,13 +162,22 @@ static void cm_track(int rs)
 	cm_dup[rs] = fd >= 0 ? fd + 1 : 0;
 }
 
-static void cm_untrack(int rs)
+/* Hand the duplicate over (reap.c watches it while a close is slow): -1
+ * if there is none, or if the end was already taken from it. */
+static int cm_release(int rs)
 {
+	int fd;
+
 	if (rs < 0 || rs >= MAX_LISTEN_RS || !cm_dup[rs])
-		return;
-	REAL(close)(cm_dup[rs] - 1);
+		return -1;
+	fd = cm_dup[rs] - 1;
+	if (cm_gone[rs]) {
+		REAL(close)(fd);
+		fd = -1;
+	}
 	cm_dup[rs] = 0;
 	cm_gone[rs] = 0;
+	return fd;
 }
 
 static bool cm_is_gone(int rs)
@@ -175,19 +186,54 @@ static bool cm_is_gone(int rs)
 	       __atomic_load_n(&cm_gone[rs], __ATOMIC_ACQUIRE);
 }
 
+/*
+ * The rdma_cm event waiting on a connection's channel (fd: the channel or a
+ * duplicate of it) is its end: take it, move the QP to the error state --
+ * every work request still posted completes (flushed), so nothing in
+ * rsockets waits for the dead peer any more: rshutdown and rclose wait
+ * until every send completed, and soft-RoCE retries a send to a vanished
+ * peer without end -- and ack it (rdma_destroy_id waits for that).  The
+ * caller makes sure it is the only one to read this channel: the read
+ * blocks if the event is gone.  Returns the event, or -errno.
+ */
+int sg_cm_take_end(int fd)
+{
+	struct rdma_event_channel ch = { .fd = fd };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+	int what;
+
+	if (REAL(poll)(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+		return -EAGAIN;
+	if (LIB_CALL(rdma_get_cm_event(&ch, &ev)) < 0)
+		return -EIO;
+	what = (int)ev->event;
+	if (what != RDMA_CM_EVENT_ESTABLISHED && ev->id && ev->id->qp)
+		(void)LIB_CALL(ibv_modify_qp(ev->id->qp, &a, IBV_QP_STATE));
+	(void)LIB_CALL(rdma_ack_cm_event(ev));
+	return what;
+}
+
 /* The duplicate showed an event: it is the disconnect unless it was the
  * ESTABLISHED that an accepted rsocket consumes on its first use (which a
- * look at the rsocket does now). */
+ * look at the rsocket does now).  The first thread to see it takes it. */
 static void cm_check(int rs)
 {
 	struct pollfd r = { .fd = rs, .events = POLLIN | POLLOUT };
 	struct pollfd d = { .fd = cm_dup[rs] - 1, .events = POLLIN };
+	unsigned char no = 0;
+	int ev;
 
 	(void)LIB_CALL(rpoll(&r, 1, 0));
-	if (REAL(poll)(&d, 1, 0) > 0 && (d.revents & POLLIN)) {
-		__atomic_store_n(&cm_gone[rs], 1, __ATOMIC_RELEASE);
-		shim_dbg("rsocket %d: the peer disconnected (rdma_cm event)", rs);
-	}
+	if (REAL(poll)(&d, 1, 0) <= 0 || !(d.revents & POLLIN))
+		return;
+	if (!__atomic_compare_exchange_n(&cm_gone[rs], &no, 1, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return; /* another thread took it */
+	ev = sg_cm_take_end(d.fd);
+	shim_dbg("rsocket %d: the connection ended (rdma_cm event %s)", rs,
+		 ev >= 0 ? rdma_event_str((enum rdma_cm_event_type)ev) : "unreadable");
 }
 
 int sg_listen_pollfd(int lrs)
@@ -253,16 +299,39 @@ int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len)
 	return rs;
 }
 
-int sg_close(int rs)
+/* Is the peer known to be gone (a disconnect seen now or before)? */
+static bool cm_gone_now(int rs)
 {
-	if (rs >= 0 && rs < MAX_LISTEN_RS)
-		listen_pollfd[rs] = 0;
-	cm_untrack(rs);
-	return (int)LIB_CALL(rclose(rs));
+	struct pollfd d;
+
+	if (rs < 0 || rs >= MAX_LISTEN_RS || !cm_dup[rs])
+		return false;
+	if (cm_is_gone(rs))
+		return true;
+	d = (struct pollfd){ .fd = cm_dup[rs] - 1, .events = POLLIN };
+	if (REAL(poll)(&d, 1, 0) > 0 && (d.revents & POLLIN))
+		cm_check(rs);
+	return cm_is_gone(rs);
 }
 
+/*
+ * rclose waits for the rsocket's sends: it runs on a reaper (reap.c) that
+ * close() waits for a bounded time.  A peer known to be gone has had its
+ * QP moved to the error state (cm_check), so that close is quick.
+ */
+int sg_close(int rs)
+{
+	(void)cm_gone_now(rs);
+	if (rs >= 0 && rs < MAX_LISTEN_RS)
+		listen_pollfd[rs] = 0;
+	return sg_reap(rs, cm_release(rs));
+}
+
+/* rshutdown(SHUT_WR/RDWR) waits for the sends too: a gone peer's end is
+ * taken first (see sg_close). */
 int sg_shutdown(int rs, int how)
 {
+	(void)cm_gone_now(rs);
 	return (int)LIB_CALL(rshutdown(rs, how));
 }
 
