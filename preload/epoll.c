@@ -16,10 +16,31 @@
  *      sleep that ends when any of them turns ready — then back to 1.
  *
  * Edge-triggered emulation: a registration remembers the bits it reported;
- * a bit is reported again only after it was seen absent, or after the
- * program read (EPOLLIN) or hit a full send queue (EPOLLOUT) on the fd
- * (sock->rd_gen / wr_gen).  A program that reads until EAGAIN, as ET
- * requires, sees exactly one event per readiness edge.
+ * a bit is reported again only after it was seen absent, or on a new edge:
+ *
+ *   - EPOLLOUT: the program hit a full send queue (sock->wr_gen);
+ *   - EPOLLIN: as in the kernel, once per arrival of new data (or of the
+ *     peer's EOF) while the program has not read.  rsockets has no "new
+ *     data" signal, so bytes are counted: arrived = consumed
+ *     (sock->rx_bytes) + queued now (a peek of at most 16 KiB) + 1 at EOF,
+ *     noted at each report; more later is a new edge (shim_rdma_arrived).
+ *     A read re-arms it (sock->rd_gen), as before counting: the peer's FIN
+ *     behind unread data shows nowhere in rsockets, so a read that leaves
+ *     data behind is followed by one more event (the kernel gives it only
+ *     if new data or the FIN came); an extra event at worst, never a lost
+ *     one.  The same rule holds when the count is unsure (a read in flight,
+ *     more queued than the peek sees).  Only an ET EPOLLIN that is readable
+ *     pays a peek, once per report or re-check; LT and kernel fds pay
+ *     nothing.
+ *
+ * A sleeper leaves reported ET bits out of its rpoll (the fd would wake it
+ * at once); for EPOLLIN with an exact count it looks again after 1 ms,
+ * doubling to 50 ms while nothing comes (shim_watch_wait), since new data
+ * behind unread data shows no readiness change.  A read by another thread
+ * wakes a parked sleeper (sock->ep_parked) to look again at once.
+ * The peer's SHUT_WR behind data the program has not touched since the
+ * last event is not seen (rsockets shows it as readability only): no event
+ * for it until the program reads.
  *
  * Two kinds of kernel registration carry a marker (the ep_reg's address)
  * instead of the program's data, and are mapped back by translate(): a
@@ -48,6 +69,10 @@ struct ep_reg {
 	epoll_data_t data;
 	uint32_t reported;   /* ET: bits already reported */
 	unsigned int rd_seen, wr_seen;
+	/* ET EPOLLIN of an rsocket: bytes arrived at its last report
+	 * (shim_rdma_arrived), when that count was exact (in_known). */
+	uint64_t in_base;
+	bool in_known;
 	bool disabled;	     /* EPOLLONESHOT fired */
 	bool in_kernel;	     /* still a kernel registration (not yet RDMA) */
 	bool marked;	     /* kernel registration(s) carry the marker */
@@ -301,6 +326,7 @@ static void move_to_rdma(struct ep_set *set, struct ep_reg **pp)
 		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
 		r->in_kernel = false;
 		r->reported = 0;
+		r->in_known = false;
 		__atomic_add_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
 		kick(set);
 	}
@@ -424,6 +450,7 @@ static int ctl_mod(struct ep_set *set, struct ep_reg *r,
 	r->data = ev->data;
 	r->disabled = false;
 	r->reported = 0; /* a MOD re-arms, as in the kernel */
+	r->in_known = false;
 	return 0;
 }
 
@@ -522,14 +549,23 @@ static uint32_t rdma_bits(struct shim_sock *s, short rev, uint32_t want)
 	       ((want & EPOLLRDHUP) && shim_rdma_peer_eof(s, rev) ? EPOLLRDHUP : 0);
 }
 
-/* Refresh a registration's ET memory from the sock's I/O generations. */
+#define EP_IN_BITS (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)
+#define EP_READABLE (EPOLLIN | EPOLLRDNORM)
+
+/*
+ * Refresh a registration's ET memory from the sock's I/O generations.  A
+ * read re-arms EPOLLIN even with an exact arrival count: the peer's FIN
+ * behind data still queued does not show in rsockets (not in the count, not
+ * in rpoll), and the kernel would give an event for it; one extra event
+ * after a partial read is the price of never missing that one.
+ */
 static void rearm(struct ep_reg *r)
 {
 	unsigned int rd = __atomic_load_n(&r->s->rd_gen, __ATOMIC_SEQ_CST);
 	unsigned int wr = __atomic_load_n(&r->s->wr_gen, __ATOMIC_SEQ_CST);
 
 	if (rd != r->rd_seen) {
-		r->reported &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
+		r->reported &= ~(uint32_t)EP_IN_BITS;
 		r->rd_seen = rd;
 	}
 	if (wr != r->wr_seen) {
@@ -552,19 +588,68 @@ static uint32_t waitable(const struct ep_reg *r)
 	return want;
 }
 
+/* Does r count arrivals for an edge-triggered EPOLLIN on an rsocket? */
+static bool counts_in(const struct ep_reg *r)
+{
+	return (r->events & EPOLLET) && (r->events & EP_READABLE) &&
+	       !r->in_kernel && !r->inner;
+}
+
 /*
- * Level/edge/one-shot filter: cur is what the fd shows now.  Returns the
- * bits to report (0: none) and updates the registration's memory.
+ * ET EPOLLIN reported on an fd that was still readable at the last look,
+ * with an exact count: new data shows only by counting again (rpoll would
+ * return at once), so a sleeper must come back now and then to look.
  */
-static uint32_t filter(struct ep_reg *r, uint32_t cur)
+static bool in_recheck(const struct ep_reg *r)
+{
+	return r->in_known && !r->disabled && (r->reported & EP_READABLE);
+}
+
+/* r's arrival count if its ET EPOLLIN is at stake (cur readable; rev the
+ * rsocket's revents): 0 exact, 1 a lower bound, -errno none taken. */
+static int in_count(const struct ep_reg *r, uint32_t cur, short rev,
+		    uint64_t *now)
+{
+	if (!counts_in(r) || !(cur & EP_READABLE))
+		return -ENODATA;
+	return shim_rdma_arrived(r->s, rev, now);
+}
+
+/*
+ * A new edge of an EPOLLIN already reported, still readable and not read
+ * since (a read re-arms it: rearm)?  Iff the count at the last report was
+ * exact and more arrived since: new data or the peer's EOF.  A lower bound
+ * above it (more queued than one peek sees) is growth too.
+ */
+static bool in_again(const struct ep_reg *r, int got, uint64_t now)
+{
+	return r->in_known && got >= 0 && now > r->in_base;
+}
+
+/*
+ * Level/edge/one-shot filter: cur is what the fd shows now, rev its rpoll
+ * revents (0 for a nested set).  Returns the bits to report (0: none) and
+ * updates the registration's memory.  Costs one peek of the rsocket when
+ * an ET EPOLLIN is reported or checked for a new edge, nothing otherwise.
+ */
+static uint32_t filter(struct ep_reg *r, uint32_t cur, short rev)
 {
 	r->reported &= cur; /* gone bits count as new later */
 	if (!cur)
 		return 0;
 	if (r->events & EPOLLET) {
-		if (!(cur & ~r->reported))
+		uint32_t fresh = cur & ~r->reported;
+		uint64_t now = 0;
+		int got;
+
+		if (!fresh && !r->in_known)
+			return 0;
+		got = in_count(r, cur, rev, &now);
+		if (!fresh && !in_again(r, got, now))
 			return 0;
 		r->reported = cur;
+		r->in_known = got == 0;
+		r->in_base = now;
 	}
 	if (r->events & EPOLLONESHOT)
 		r->disabled = true;
@@ -618,14 +703,38 @@ int shim_wait_masked(struct pollfd *p, nfds_t n, int timeout_ms,
 	return r;
 }
 
+/*
+ * A sleeper that must look again (w->recheck) sleeps at most RECHECK_MIN_MS
+ * at first, twice as long each time nothing came, up to RECHECK_MAX_MS;
+ * anything that wakes it (or an event delivered, wait_slow) starts over.
+ * Only such a sleeper polls: an idle set without one sleeps for good.
+ */
+#define RECHECK_MIN_MS 1
+#define RECHECK_MAX_MS 50
+
+static __thread int recheck_ms;
+
+static int recheck_timeout(int timeout_ms)
+{
+	recheck_ms = recheck_ms ? recheck_ms * 2 : RECHECK_MIN_MS;
+	if (recheck_ms > RECHECK_MAX_MS)
+		recheck_ms = RECHECK_MAX_MS;
+	return timeout_ms < 0 || timeout_ms > recheck_ms ? recheck_ms : timeout_ms;
+}
+
 /* Sleep on everything w lists; on timeout or error nothing fired. */
 int shim_watch_wait(struct watch *w, int timeout_ms, const sigset_t *mask)
 {
-	int r = shim_wait_masked(w->p, (nfds_t)w->n, timeout_ms, mask);
+	int r;
 
+	if (w->recheck && timeout_ms != 0)
+		timeout_ms = recheck_timeout(timeout_ms);
+	r = shim_wait_masked(w->p, (nfds_t)w->n, timeout_ms, mask);
 	if (r <= 0)
 		for (int i = 0; i < w->n; i++)
 			w->p[i].revents = 0;
+	else
+		recheck_ms = 0;
 	return r;
 }
 
@@ -665,12 +774,15 @@ static bool peek_locked(struct ep_set *set, int depth)
 	struct ep_reg *r;
 
 	for (r = set->regs; r; r = r->next) {
-		uint32_t w;
+		uint32_t w, cur;
 		struct pollfd pfd;
+		bool again;
+		uint64_t now = 0;
 
 		rearm(r);
 		w = waitable(r);
-		if (!w)
+		again = in_recheck(r);
+		if (!w && !again)
 			continue;
 		if (r->inner) {
 			if (peek(r->inner, depth + 1))
@@ -678,8 +790,17 @@ static bool peek_locked(struct ep_set *set, int depth)
 			continue;
 		}
 		pfd = (struct pollfd){ .fd = r->s->rs, .events = POLLIN | POLLOUT };
-		if (sg_poll(&pfd, 1, 0) > 0 && (rdma_bits(r->s, pfd.revents, r->events) &
-						 (w | EPOLLERR | EPOLLHUP)))
+		if (sg_poll(&pfd, 1, 0) < 0)
+			continue;
+		cur = pfd.revents ? rdma_bits(r->s, pfd.revents, r->events) : 0;
+		/* As filter(): gone bits count as new later, and a drained fd
+		 * needs no recheck (watch_locked) while a sleeper waits. */
+		r->reported &= cur;
+		if (cur & (w | EPOLLERR | EPOLLHUP))
+			return true;
+		/* New data behind reported data: ready, as the kernel's ready
+		 * list would hold r again (the count stays for epoll_wait). */
+		if (again && in_again(r, in_count(r, cur, pfd.revents, &now), now))
 			return true;
 	}
 	return false;
@@ -707,6 +828,8 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 			__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
 		rearm(r);
 		want = waitable(r);
+		if (in_recheck(r))
+			w->recheck = true;
 		if (!want)
 			continue;
 		if (r->inner) {
@@ -792,7 +915,7 @@ static int collect_locked(struct ep_set *set, struct epoll_event *evs, int max)
 			cur = p[k].revents ? rdma_bits(r->s, p[k].revents, r->events) &
 						     (r->events | EPOLLERR | EPOLLHUP)
 					   : 0;
-		cur = filter(r, cur);
+		cur = filter(r, cur, p[k].revents);
 		if (cur)
 			emit(set, r, cur, evs, &out);
 	}
@@ -882,8 +1005,8 @@ static int sleep_on(struct ep_set *set, int timeout_ms, const sigset_t *mask)
 		shim_watch_done(&w);
 		return ret;
 	}
-	shim_dbg("epoll %d: sleeping on %d fd(s), timeout %d", set->epfd, w.n,
-		 timeout_ms);
+	shim_dbg("epoll %d: sleeping on %d fd(s), timeout %d%s", set->epfd, w.n,
+		 timeout_ms, w.recheck ? " (rechecking)" : "");
 	ret = shim_watch_wait(&w, timeout_ms, mask);
 	shim_watch_done(&w);
 	return ret;
@@ -972,6 +1095,8 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		}
 		__atomic_sub_fetch(&set->direct_waiters, 1, __ATOMIC_SEQ_CST);
 		n = gather(set, evs, max);
+		if (n > 0)
+			recheck_ms = 0;
 		if (n != 0 || left == 0)
 			return n;
 		r = sleep_on(set, left, mask);

@@ -26,6 +26,12 @@ static inline void shim_epoll_io(struct shim_sock *s)
 		shim_epoll_kick_parked(s);
 }
 
+/*
+ * Bytes that ever arrived on RDMA sock s (io.c): 0 exact, 1 a lower bound,
+ * -errno unknown.  Edge-triggered EPOLLIN fires again when it grows.
+ */
+int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out);
+
 /* An epoll fd's sock is being freed. */
 void shim_epoll_free(struct ep_set *set);
 
@@ -39,11 +45,17 @@ struct watch {
 	struct shim_sock **held; /* referenced socks of rsocket entries */
 	struct ep_set **wakes;	 /* the set whose wake eventfd this is */
 	int n, cap;
+	/* Some ET EPOLLIN can fire on new data that no watched fd shows
+	 * (its fd stays readable): shim_watch_wait bounds the sleep so the
+	 * caller looks again, backing off. */
+	bool recheck;
 };
 int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
 		   struct ep_set *wake);
 /* Drops the references, drains wake eventfds that fired, frees. */
 void shim_watch_done(struct watch *w);
+/* Returns like poll(); 0 also when a recheck is due (the caller looks
+ * again and, time left, sleeps again). */
 int shim_watch_wait(struct watch *w, int timeout_ms, const sigset_t *mask);
 int shim_wait_masked(struct pollfd *p, nfds_t n, int timeout_ms,
 		     const sigset_t *mask);

@@ -17,6 +17,7 @@
 #include "epoll_int.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,25 @@ static bool bad_iov(const struct iovec *iov, int cnt)
 	return false;
 }
 
+/*
+ * One rrecv on the program's behalf.  What it consumes is counted in
+ * rx_bytes (peeks are not), and rd_busy brackets the call so that a count
+ * taken meanwhile by shim_rdma_arrived() knows it may be off.
+ */
+static ssize_t take(struct shim_sock *s, void *buf, size_t len, int flags)
+{
+	ssize_t r;
+
+	if (flags & MSG_PEEK)
+		return sg_recv(s->rs, buf, len, flags);
+	__atomic_add_fetch(&s->rd_busy, 1, __ATOMIC_SEQ_CST);
+	r = sg_recv(s->rs, buf, len, flags);
+	if (r > 0)
+		__atomic_add_fetch(&s->rx_bytes, (uint64_t)r, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&s->rd_busy, 1, __ATOMIC_SEQ_CST);
+	return r;
+}
+
 ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			int flags)
 {
@@ -90,8 +110,8 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			i++, off = 0;
 			continue;
 		}
-		r = sg_recv(s->rs, (char *)iov[i].iov_base + off,
-			    iov[i].iov_len - off, rflags);
+		r = take(s, (char *)iov[i].iov_base + off,
+			 iov[i].iov_len - off, rflags);
 		if (r > 0) {
 			got += (size_t)r;
 			off += (size_t)r;
@@ -114,7 +134,6 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		if (r < 0)
 			return got ? (ssize_t)got : r;
 	}
-	__atomic_add_fetch(&s->rx_bytes, got, __ATOMIC_RELAXED);
 	shim_stat_rx(s->stat_ref, flags & MSG_PEEK ? 0 : got);
 	return (ssize_t)got;
 }
@@ -241,6 +260,70 @@ bool shim_rdma_peer_eof(struct shim_sock *s, short rev)
 	if (!(rev & POLLIN) || s->rd_shut)
 		return false;
 	return sg_recv(s->rs, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/*
+ * Bytes that ever arrived on s, EOF counting as one: consumed + queued now
+ * (+ 1 once the peer's EOF shows).  epoll's edge-triggered EPOLLIN fires
+ * again when this grows (rsockets has no "new data" signal of its own).
+ * Queued bytes are measured by a peek of at most ARRIVED_PEEK_CAP; rev is
+ * the rsocket's rpoll revents (POLLHUP: the peer is gone).  Returns 0 when
+ * *out is exact, 1 when it is only a lower bound (the peek filled the cap),
+ * -EBUSY when a receive ran meanwhile (the count may be off either way),
+ * or another -errno.
+ */
+#define ARRIVED_PEEK_CAP (16 * 1024)
+
+/* The peek's scratch: one per thread, made on first use, freed at thread
+ * exit -- not on the stack, where 16 KiB could overrun a program's small
+ * thread stacks deep inside epoll_wait. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static __thread char *scratch_buf;
+
+static void scratch_key_init(void)
+{
+	(void)pthread_key_create(&scratch_key, free);
+}
+
+static char *scratch(void)
+{
+	if (likely(scratch_buf))
+		return scratch_buf;
+	pthread_once(&scratch_once, scratch_key_init);
+	scratch_buf = malloc(ARRIVED_PEEK_CAP);
+	if (scratch_buf)
+		(void)pthread_setspecific(scratch_key, scratch_buf);
+	return scratch_buf;
+}
+
+int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out)
+{
+	char *buf = scratch();
+	uint64_t before;
+	ssize_t r;
+	bool eof;
+
+	if (!buf)
+		return -ENOMEM;
+	if (s->rd_shut)
+		return -ESHUTDOWN; /* reads say EOF whatever is queued */
+	before = __atomic_load_n(&s->rx_bytes, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->rd_busy, __ATOMIC_SEQ_CST))
+		return -EBUSY;
+	r = sg_recv(s->rs, buf, ARRIVED_PEEK_CAP, MSG_PEEK | MSG_DONTWAIT);
+	/* busy before consumed: a receive that took bytes before our peek
+	 * is either still counted busy or already in rx_bytes. */
+	if (__atomic_load_n(&s->rd_busy, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&s->rx_bytes, __ATOMIC_SEQ_CST) != before)
+		return -EBUSY;
+	if (r < 0 && r != -EAGAIN)
+		return (int)r;
+	eof = r == 0 || (rev & POLLHUP); /* rrecv's 0 is EOF */
+	if (r < 0)
+		r = 0; /* nothing queued */
+	*out = before + (uint64_t)r + eof;
+	return r == ARRIVED_PEEK_CAP;
 }
 
 static inline ssize_t recv1(struct shim_sock *s, void *buf, size_t n, int flags)

@@ -49,8 +49,11 @@ struct shim_sock {
 	/* Addresses as the program expects them (its family, its ports). */
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;
-	/* Statistics */
+	/* Statistics.  rx_bytes (atomic) counts the bytes handed to the
+	 * program, never peeks: epoll's ET accounting relies on it, and on
+	 * rd_busy (atomic), the receives under way (see shim_rdma_arrived). */
 	uint64_t tx_bytes, rx_bytes;
+	int rd_busy;
 	unsigned int stat_ref; /* slot in the stats table (stats.h), 0 = none */
 };
 
