@@ -45,7 +45,7 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
-.PHONY: all deps test check check-unit check-host check-rdma demo install clean format format-check fuzz soak tsan
+.PHONY: all deps test check check-unit check-host check-rdma demo install clean format format-check fuzz soak tsan asan
 
 all: $(LIB) $(PROGS) $(UNITS) $(BENCHES)
 
@@ -167,6 +167,13 @@ tsan:
 	$(MAKE) B=build/tsan LIB=build/tsan/liberdma_shim.so SANITIZE=0 \
 		SAN_FLAGS=-fsanitize=thread CFLAGS="$(CFLAGS) -Wno-tsan" \
 		build/tsan/liberdma_shim.so
+
+# An ASan+UBSan copy of the library, beside the normal one (preload it after
+# libasan.so): build/asan/liberdma_shim.so.  `make test` runs the RDMA suite
+# a second time with it (suite rdma-asan).
+asan:
+	$(MAKE) B=build/asan LIB=build/asan/liberdma_shim.so SANITIZE=1 \
+		build/asan/liberdma_shim.so
 
 # A longer fuzzing run of the ERDMA_SHIM_* parser (make test runs 20 s).
 fuzz:

@@ -119,6 +119,7 @@ int main(int argc, char **argv)
 		printf("server: served %d connections\n", n);
 		hold_until(hold);
 		close(l);
+		freeaddrinfo(ai);
 		return 0;
 	}
 	warm = n / 10 > 20 ? n / 10 : 20;
@@ -154,5 +155,11 @@ int main(int argc, char **argv)
 	fprintf(stderr, "FIGURE: %d connect/echo/close cycles in %.1f s (%.1f ms each)\n", n, secs,
 		1000 * secs / n);
 	hold_until(hold);
-	return fd1 > fd0 || rss1 - rss0 > 2048 ? 1 : 0;
+	freeaddrinfo(ai);
+	/* ASan's quarantine holds freed blocks back: tests/rdma/70-cycles.sh
+	 * widens the RSS bound there and lets LeakSanitizer judge instead */
+	const char *e = getenv("ERDMA_CYCLES_RSS_SLACK_KIB");
+	long slack = e ? atol(e) : 2048;
+
+	return fd1 > fd0 || rss1 - rss0 > slack ? 1 : 0;
 }

@@ -130,6 +130,12 @@ declare -A LABEL=([xfer_block]='raw sockets, blocking threads (tests/progs/xfer)
 	[curl]='curl from a sendfile(2) HTTP server')
 CASES=(xfer_block xfer_epoll grpc_py grpc_py_poll grpc_c iperf3 curl)
 [ -x "$GRPC_RAW" ] || CASES=("${CASES[@]/grpc_c/}")
+# The sanitizer pass (SANITIZE=1) is about the shim: librspreload's column
+# is left out, and so is curl, which cannot start with libasan preloaded.
+if [ "${SANITIZE:-0}" = 1 ]; then
+	CASES=("${CASES[@]/curl/}")
+	echo "# SANITIZE=1: shim column only; curl left out (libasan preloaded into curl deadlocks)"
+fi
 
 bad=0
 echo "FIGURE: compat | program | liberdma_shim | librspreload.so (rdma-core $(dpkg-query -W -f '${Version}' librdmacm1 2>/dev/null)) |"
@@ -138,7 +144,8 @@ for c in "${CASES[@]}"; do
 	PORT=$((port + 1)) && export PORT
 	s=$(one "$c" shim "${READY[$c]}")
 	PORT=$((port + 2)) && export PORT
-	r=$(one "$c" rsp "${READY[$c]}")
+	r="not run (SANITIZE=1)"
+	[ "${SANITIZE:-0}" = 1 ] || r=$(one "$c" rsp "${READY[$c]}")
 	port=$((port + 2))
 	echo "FIGURE: compat | ${LABEL[$c]} | $s | $r |"
 	case $s in
