@@ -159,7 +159,7 @@ check-rdma: all
 SOAK_SECONDS ?= 300
 soak: all
 	ERDMA_SOAK_SECONDS=$(SOAK_SECONDS) tests/vm/check-rdma \
-		--timeout $$(($(SOAK_SECONDS) + 300)) tests/rdma/extra/95-soak.sh
+		--timeout $$(($(SOAK_SECONDS) + 300)) tests/rdma/95-soak.sh
 
 # A ThreadSanitizer copy of the library, beside the normal one (preload it
 # after libtsan.so): build/tsan/liberdma_shim.so.
