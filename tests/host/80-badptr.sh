@@ -10,6 +10,9 @@ set -eu
 
 R=$PROGS/relia
 [ -x "$R" ] || fail "$R not built (run make)"
+# ASan's accept() interceptor reads *addrlen before the call (a fault there,
+# shim or not): SANITIZE=1 steps over that case in both transcripts.
+[ "${SANITIZE:-0}" = 1 ] && export RELIA_BADPTR_SKIP="accept addrlen bad"
 
 bg_start plain "$TMP/srv.out" "$TMP/srv.err" timeout 120 "$R" serve 127.0.0.1 0 echo
 port=$(wait_line "$TMP/srv.out" '^ready ' 20 "$BG_PID" | awk '{print $2}')

@@ -10,6 +10,10 @@
 # The host twin is tests/host/80-badptr.sh.
 . "$(dirname "$0")/lib/common.bash"
 R=$PROGS/relia
+# Under ASan its own accept() interceptor reads *addrlen before the call,
+# so an unmapped addrlen faults there, shim or not: that case is stepped
+# over (in both transcripts) in the sanitizer pass.
+[ "${SANITIZE:-0}" = 1 ] && export RELIA_BADPTR_SKIP="accept addrlen bad"
 
 for m in plain shim; do
 	pre=() cpre=()
