@@ -215,9 +215,15 @@ int sg_cm_take_end(int fd)
 	return what;
 }
 
-/* The duplicate showed an event: it is the disconnect unless it was the
+/*
+ * The duplicate showed an event: it is the disconnect unless it was the
  * ESTABLISHED that an accepted rsocket consumes on its first use (which a
- * look at the rsocket does now).  The first thread to see it takes it. */
+ * look at the rsocket does).  Look twice: an ESTABLISHED that arrives just
+ * after the first look (a non-blocking accept does not wait for it) is
+ * taken by the second, so it is never mistaken for the end -- and never
+ * consumed here, which would leave the rsocket accepting for good.  The
+ * first thread to see the end takes it.
+ */
 static void cm_check(int rs)
 {
 	struct pollfd r = { .fd = rs, .events = POLLIN | POLLOUT };
@@ -225,9 +231,11 @@ static void cm_check(int rs)
 	unsigned char no = 0;
 	int ev;
 
-	(void)LIB_CALL(rpoll(&r, 1, 0));
-	if (REAL(poll)(&d, 1, 0) <= 0 || !(d.revents & POLLIN))
-		return;
+	for (int look = 0; look < 2; look++) {
+		(void)LIB_CALL(rpoll(&r, 1, 0));
+		if (REAL(poll)(&d, 1, 0) <= 0 || !(d.revents & POLLIN))
+			return;
+	}
 	if (!__atomic_compare_exchange_n(&cm_gone[rs], &no, 1, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return; /* another thread took it */
