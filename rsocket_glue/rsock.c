@@ -196,15 +196,22 @@ static bool cm_is_gone(int rs)
  * caller makes sure it is the only one to read this channel: the read
  * blocks if the event is gone.  Returns the event, or -errno.
  */
+/* Does an rdma_cm channel (or a duplicate) hold an event now? */
+static bool cm_ready(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return REAL(poll)(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
 int sg_cm_take_end(int fd)
 {
 	struct rdma_event_channel ch = { .fd = fd };
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
-	struct pollfd p = { .fd = fd, .events = POLLIN };
 	struct rdma_cm_event *ev;
 	int what;
 
-	if (REAL(poll)(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+	if (!cm_ready(fd))
 		return -EAGAIN;
 	if (LIB_CALL(rdma_get_cm_event(&ch, &ev)) < 0)
 		return -EIO;
@@ -216,7 +223,7 @@ int sg_cm_take_end(int fd)
 }
 
 /*
- * The duplicate showed an event: it is the disconnect unless it was the
+ * Does the duplicate hold an event?  It is the disconnect unless it is the
  * ESTABLISHED that an accepted rsocket consumes on its first use (which a
  * look at the rsocket does).  Look twice: an ESTABLISHED that arrives just
  * after the first look (a non-blocking accept does not wait for it) is
@@ -227,19 +234,21 @@ int sg_cm_take_end(int fd)
 static void cm_check(int rs)
 {
 	struct pollfd r = { .fd = rs, .events = POLLIN | POLLOUT };
-	struct pollfd d = { .fd = cm_dup[rs] - 1, .events = POLLIN };
+	int d = cm_dup[rs] - 1;
 	unsigned char no = 0;
 	int ev;
 
 	for (int look = 0; look < 2; look++) {
-		(void)LIB_CALL(rpoll(&r, 1, 0));
-		if (REAL(poll)(&d, 1, 0) <= 0 || !(d.revents & POLLIN))
+		if (!cm_ready(d))
 			return;
+		(void)LIB_CALL(rpoll(&r, 1, 0));
 	}
+	if (!cm_ready(d))
+		return;
 	if (!__atomic_compare_exchange_n(&cm_gone[rs], &no, 1, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return; /* another thread took it */
-	ev = sg_cm_take_end(d.fd);
+	ev = sg_cm_take_end(d);
 	shim_dbg("rsocket %d: the connection ended (rdma_cm event %s)", rs,
 		 ev >= 0 ? rdma_event_str((enum rdma_cm_event_type)ev) : "unreadable");
 }
@@ -310,14 +319,9 @@ int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len)
 /* Is the peer known to be gone (a disconnect seen now or before)? */
 static bool cm_gone_now(int rs)
 {
-	struct pollfd d;
-
 	if (rs < 0 || rs >= MAX_LISTEN_RS || !cm_dup[rs])
 		return false;
-	if (cm_is_gone(rs))
-		return true;
-	d = (struct pollfd){ .fd = cm_dup[rs] - 1, .events = POLLIN };
-	if (REAL(poll)(&d, 1, 0) > 0 && (d.revents & POLLIN))
+	if (!cm_is_gone(rs))
 		cm_check(rs);
 	return cm_is_gone(rs);
 }
