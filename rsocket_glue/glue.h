@@ -29,6 +29,8 @@ bool sg_fork_tainted(void);
  * duplicate of its rdma_cm channel, watched while the close is slow, then
  * closed (reap.c). */
 int sg_reap(int rs, int cmfd);
+/* rclose itself; a listener's under the listen-service lock (rsock.c). */
+int sg_rclose(int rs);
 void sg_reap_fork_child(void);
 /* Take a connection's end event from its rdma_cm channel fd and flush its
  * QP (rsock.c): the event type, or -errno. */

@@ -102,7 +102,7 @@ static void *reaper(void *unused)
 			reap_tail = NULL;
 		pthread_mutex_unlock(&reap_mu);
 
-		(void)LIB_CALL(rclose(j->rs));
+		(void)sg_rclose(j->rs);
 
 		pthread_mutex_lock(&reap_mu);
 		j->done = true;
@@ -252,7 +252,7 @@ int sg_reap(int rs, int cmfd)
 	if (!j) {
 		if (cmfd >= 0)
 			REAL(close)(cmfd);
-		return (int)LIB_CALL(rclose(rs));
+		return sg_rclose(rs);
 	}
 	j->rs = rs;
 	j->cmfd = cmfd;
@@ -265,7 +265,7 @@ int sg_reap(int rs, int cmfd)
 		if (cmfd >= 0)
 			REAL(close)(cmfd);
 		free(j);
-		return (int)LIB_CALL(rclose(rs));
+		return sg_rclose(rs);
 	}
 	if (reap_tail)
 		reap_tail->next = j;

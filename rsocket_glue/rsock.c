@@ -12,6 +12,7 @@
 
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
+#include <pthread.h>
 #include <sched.h>
 #include <infiniband/verbs.h>
 #include <stdlib.h>
@@ -33,8 +34,26 @@ static int avail_state; /* 0 unknown, 1 yes, -1 no */
  */
 static bool lib_used, fork_tainted;
 
+/*
+ * librdmacm 44 accepts on one service thread (listen_svc), and its
+ * rdma_accept there blocks until the client's connection is established.
+ * rlisten() and a listener's rclose() hold the library's service mutex
+ * while they wait for that thread; a non-blocking rconnect() takes the same
+ * mutex after it sent its request.  When the client and the listener are in
+ * one process, that is a cycle: the service thread waits for the client,
+ * the client (inside rconnect) for the mutex, the mutex holder for the
+ * service thread -- until the CM gives up and the connect fails with
+ * ETIMEDOUT (tests/rdma/35-shim-semantics.sh, ~1 run in 12: three threads
+ * each listening and connecting).  Holding svc_mu around those three calls
+ * breaks it: while a listener call waits, no rconnect is in the middle of
+ * its request, and a client whose request went out finishes its handshake
+ * in sg_wait, which needs neither lock.
+ */
+static pthread_mutex_t svc_mu = PTHREAD_MUTEX_INITIALIZER;
+
 void sg_fork_child(void)
 {
+	pthread_mutex_init(&svc_mu, NULL);
 	sg_reap_fork_child();
 	if (__atomic_load_n(&lib_used, __ATOMIC_ACQUIRE))
 		fork_tainted = true;
@@ -112,9 +131,11 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 	if (r == 0)
 		r = sg_set_nonblock(rs, true);
 	if (r == 0) {
+		pthread_mutex_lock(&svc_mu);
 		shim_svc_guard = true;
 		r = (int)LIB_CALL(rconnect(rs, dst, len));
 		shim_svc_guard = false;
+		pthread_mutex_unlock(&svc_mu);
 		if (r == -EINPROGRESS)
 			r = wait_connected(rs, timeout_ms);
 	}
@@ -135,6 +156,8 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
  */
 #define MAX_LISTEN_RS 65536 /* rsocket indexes are below this */
 static int listen_pollfd[MAX_LISTEN_RS];
+/* rlisten succeeded: its rclose talks to the listen service (svc_mu) */
+static unsigned char listening[MAX_LISTEN_RS];
 
 /*
  * A connected rsocket learns that its peer is gone only from rdma_cm's
@@ -283,9 +306,11 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 	if (r == 0)
 		r = (int)LIB_CALL(rbind(rs, addr, len));
 	if (r == 0) {
+		pthread_mutex_lock(&svc_mu);
 		shim_pair_capture = &qfd;
 		r = (int)LIB_CALL(rlisten(rs, backlog));
 		shim_pair_capture = NULL;
+		pthread_mutex_unlock(&svc_mu);
 	}
 	if (r == 0 && qfd < 0)
 		r = -EPROTO; /* not the rsockets we know: stay on TCP */
@@ -294,6 +319,7 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 		return r;
 	}
 	listen_pollfd[rs] = qfd + 1;
+	listening[rs] = 1;
 	return rs;
 }
 
@@ -337,6 +363,21 @@ int sg_close(int rs)
 	if (rs >= 0 && rs < MAX_LISTEN_RS)
 		listen_pollfd[rs] = 0;
 	return sg_reap(rs, cm_release(rs));
+}
+
+/* The rclose itself (reap.c runs it): see svc_mu for the lock. */
+int sg_rclose(int rs)
+{
+	bool lsn = rs >= 0 && rs < MAX_LISTEN_RS && listening[rs];
+	int r;
+
+	if (!lsn)
+		return (int)LIB_CALL(rclose(rs));
+	pthread_mutex_lock(&svc_mu);
+	listening[rs] = 0; /* before rclose frees the number for reuse */
+	r = (int)LIB_CALL(rclose(rs));
+	pthread_mutex_unlock(&svc_mu);
+	return r;
 }
 
 /* rshutdown(SHUT_WR/RDWR) waits for the sends too: a gone peer's end is
