@@ -134,7 +134,10 @@ static int try_rdma(int fd, struct shim_sock *s,
 			&(struct sg_bufs){ .snd = s->sndbuf, .rcv = s->rcvbuf });
 	if (rs < 0) {
 		*why = "rsocket connect failed";
-		if (rs != -EMFILE && rs != -ENOMEM && rs != -ENOBUFS)
+		/* Local shortages (and -EBUSY: a local wait ran out, see
+		 * rsocket_glue's svc_mu) say nothing about the peer. */
+		if (rs != -EMFILE && rs != -ENOMEM && rs != -ENOBUFS &&
+		    rs != -EBUSY)
 			sg_negcache_add((struct sockaddr *)&rdst);
 	}
 	return rs;

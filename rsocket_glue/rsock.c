@@ -39,15 +39,18 @@ static bool lib_used, fork_tainted;
  * rdma_accept there blocks until the client's connection is established.
  * rlisten() and a listener's rclose() hold the library's service mutex
  * while they wait for that thread; a non-blocking rconnect() takes the same
- * mutex after it sent its request.  When the client and the listener are in
- * one process, that is a cycle: the service thread waits for the client,
- * the client (inside rconnect) for the mutex, the mutex holder for the
- * service thread -- until the CM gives up and the connect fails with
- * ETIMEDOUT (tests/rdma/35-shim-semantics.sh, ~1 run in 12: three threads
- * each listening and connecting).  Holding svc_mu around those three calls
- * breaks it: while a listener call waits, no rconnect is in the middle of
- * its request, and a client whose request went out finishes its handshake
- * in sg_wait, which needs neither lock.
+ * mutex on its way out -- after sending its request, when address and route
+ * resolution were done at once (as they can be for a local address).  When
+ * the client and the listener are in one process, that is a cycle: the
+ * service thread waits for the client, the client (inside rconnect) for the
+ * mutex, the mutex holder for the service thread -- until the CM gives up
+ * and the connect fails with ETIMEDOUT (tests/rdma/35-shim-semantics.sh,
+ * about 1 run in 10: three threads each listening and connecting).  Holding
+ * svc_mu around those three calls breaks it: while a listener call waits,
+ * no rconnect is in the middle of its request, and a client whose request
+ * went out finishes its handshake in sg_wait, which needs neither lock.
+ * A connect waits for svc_mu within its own timeout (a listener call can
+ * be held up by a remote client that stalls mid-handshake) and falls back.
  */
 static pthread_mutex_t svc_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -114,13 +117,44 @@ static int wait_connected(int rs, int timeout_ms)
 }
 
 static void cm_track(int rs);
+static long us_since(const struct timespec *t0);
+
+/* What is left of a connect's timeout_ms, counted from t0 (>= 0). */
+static int ms_left(const struct timespec *t0, int timeout_ms)
+{
+	long left = timeout_ms - us_since(t0) / 1000;
+
+	return left > 0 ? (int)left : 0;
+}
+
+/* svc_mu within what is left of a connect's timeout: 0, or -EBUSY (a
+ * local wait, not the peer's doing: connect.c does not cache the peer).
+ * (pthread_mutex_timedlock: its deadline is CLOCK_REALTIME.) */
+static int svc_lock_within(const struct timespec *t0, int timeout_ms)
+{
+	int left = ms_left(t0, timeout_ms);
+	struct timespec dl;
+
+	if (pthread_mutex_trylock(&svc_mu) == 0)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += left / 1000;
+	dl.tv_nsec += (long)(left % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	return pthread_mutex_timedlock(&svc_mu, &dl) ? -EBUSY : 0;
+}
 
 int sg_connect(const struct sockaddr *dst, socklen_t len,
 	       const struct sockaddr *src, socklen_t srclen, int timeout_ms,
 	       const struct sg_bufs *bufs)
 {
+	struct timespec t0;
 	int rs, r;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	__atomic_store_n(&lib_used, true, __ATOMIC_RELEASE);
 	rs = (int)LIB_CALL(rsocket(dst->sa_family, SOCK_STREAM, 0));
 	if (rs < 0)
@@ -130,14 +164,15 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 		shim_dbg("rsocket %d: rbind to the TCP port failed; ports differ", rs);
 	if (r == 0)
 		r = sg_set_nonblock(rs, true);
+	if (r == 0)
+		r = svc_lock_within(&t0, timeout_ms);
 	if (r == 0) {
-		pthread_mutex_lock(&svc_mu);
 		shim_svc_guard = true;
 		r = (int)LIB_CALL(rconnect(rs, dst, len));
 		shim_svc_guard = false;
 		pthread_mutex_unlock(&svc_mu);
 		if (r == -EINPROGRESS)
-			r = wait_connected(rs, timeout_ms);
+			r = wait_connected(rs, ms_left(&t0, timeout_ms));
 	}
 	if (r == 0)
 		r = sg_set_nonblock(rs, false);
@@ -310,6 +345,8 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 		shim_pair_capture = &qfd;
 		r = (int)LIB_CALL(rlisten(rs, backlog));
 		shim_pair_capture = NULL;
+		if (r == 0)
+			listening[rs] = 1; /* even if we close it below */
 		pthread_mutex_unlock(&svc_mu);
 	}
 	if (r == 0 && qfd < 0)
@@ -319,7 +356,6 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 		return r;
 	}
 	listen_pollfd[rs] = qfd + 1;
-	listening[rs] = 1;
 	return rs;
 }
 
