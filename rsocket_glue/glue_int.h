@@ -5,6 +5,8 @@
 
 #include "shim.h"
 
+#include <time.h>
+
 /*
  * Call into librdmacm: mark this thread as inside the library (so what it
  * calls reaches libc untouched) and turn its -1/errno into -errno.
@@ -19,5 +21,20 @@
 		shim_leave_lib();                                              \
 		r_;                                                            \
 	})
+
+/* now + ms on clock clk: a deadline for the pthread timed waits. */
+static inline struct timespec sg_deadline(clockid_t clk, long ms)
+{
+	struct timespec t;
+
+	clock_gettime(clk, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
 
 #endif

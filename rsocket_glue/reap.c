@@ -225,15 +225,8 @@ static void watch_locked(struct reap_job *j)
 
 static void wait_locked(struct reap_job *j)
 {
-	struct timespec dl;
+	struct timespec dl = sg_deadline(CLOCK_MONOTONIC, REAP_WAIT_MS);
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += REAP_WAIT_MS / 1000;
-	dl.tv_nsec += (REAP_WAIT_MS % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
 	while (!j->done)
 		if (pthread_cond_timedwait(&reap_done, &reap_mu, &dl))
 			break;

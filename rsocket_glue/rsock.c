@@ -132,18 +132,11 @@ static int ms_left(const struct timespec *t0, int timeout_ms)
  * (pthread_mutex_timedlock: its deadline is CLOCK_REALTIME.) */
 static int svc_lock_within(const struct timespec *t0, int timeout_ms)
 {
-	int left = ms_left(t0, timeout_ms);
 	struct timespec dl;
 
 	if (pthread_mutex_trylock(&svc_mu) == 0)
 		return 0;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += left / 1000;
-	dl.tv_nsec += (long)(left % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	dl = sg_deadline(CLOCK_REALTIME, ms_left(t0, timeout_ms));
 	return pthread_mutex_timedlock(&svc_mu, &dl) ? -EBUSY : 0;
 }
 
