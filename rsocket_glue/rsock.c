@@ -237,6 +237,14 @@ static bool cm_is_gone(int rs)
 	       __atomic_load_n(&cm_gone[rs], __ATOMIC_ACQUIRE);
 }
 
+/* Does an rdma_cm channel (or a duplicate) hold an event now? */
+static bool cm_ready(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return REAL(poll)(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
 /*
  * The rdma_cm event waiting on a connection's channel (fd: the channel or a
  * duplicate of it) is its end: take it, move the QP to the error state --
@@ -247,14 +255,6 @@ static bool cm_is_gone(int rs)
  * caller makes sure it is the only one to read this channel: the read
  * blocks if the event is gone.  Returns the event, or -errno.
  */
-/* Does an rdma_cm channel (or a duplicate) hold an event now? */
-static bool cm_ready(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-
-	return REAL(poll)(&p, 1, 0) == 1 && (p.revents & POLLIN);
-}
-
 int sg_cm_take_end(int fd)
 {
 	struct rdma_event_channel ch = { .fd = fd };
