@@ -1,0 +1,609 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kexact: signals, hang-ups and timeouts on TCP sockets, printed as a
+ * transcript (issue 15).  Plain socket API only: run it over kernel TCP and
+ * under the shim (LD_PRELOAD, ERDMA_SHIM=require) and the transcripts must
+ * be equal.
+ *
+ *   kexact ADDR [CASE...]
+ *
+ * One process plays both ends: it listens on ADDR (port 0) and connects to
+ * itself, so under the shim both ends of every connection are rsockets.
+ * Each case prints "CASE: what -> result".  Durations are printed as
+ * classes ("now" < 0.2 s, "0.2-1s", "1-2.5s", "later" >= 2.5 s) chosen so
+ * that every expected answer sits far from a class boundary.  The delays
+ * here are the behaviour under test (a peer that answers after 500 ms, a
+ * timer that fires every 50 ms), never a way to order two threads: every
+ * cross-thread step waits for the event it needs.  A watchdog ends the
+ * process after 100 s.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct sockaddr_in laddr;
+static int lfd = -1;
+static const char *cur = "main";
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s: ", cur);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+}
+
+static const char *en(int e)
+{
+	const char *s = strerrorname_np(e);
+
+	return s ? s : "E?";
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *dur(int64_t ms)
+{
+	if (ms < 200)
+		return "now";
+	if (ms < 1000)
+		return "0.2-1s";
+	if (ms < 2500)
+		return "1-2.5s";
+	return "later";
+}
+
+/* "N" for a count, or the errno name. */
+static const char *rstr(long r, char *buf, size_t len)
+{
+	if (r < 0)
+		return en(errno);
+	snprintf(buf, len, "%ld", r);
+	return buf;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* ---- connections to ourselves ---------------------------------------- */
+
+struct pair {
+	int c, s;
+};
+
+static int accept_wait(void)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+
+	if (poll(&p, 1, 10000) != 1)
+		return -1;
+	return accept(lfd, NULL, NULL);
+}
+
+static int mkpair(struct pair *p)
+{
+	p->s = -1;
+	p->c = socket(AF_INET, SOCK_STREAM, 0);
+	if (p->c < 0 || connect(p->c, (struct sockaddr *)&laddr, sizeof(laddr)) < 0) {
+		say("pair: connect: %s", en(errno));
+		if (p->c >= 0)
+			close(p->c);
+		return -1;
+	}
+	p->s = accept_wait();
+	if (p->s < 0) {
+		say("pair: accept: %s", en(errno));
+		close(p->c);
+		return -1;
+	}
+	return 0;
+}
+
+static void unpair(struct pair *p)
+{
+	if (p->c >= 0)
+		close(p->c);
+	if (p->s >= 0)
+		close(p->s);
+	p->c = p->s = -1;
+}
+
+static void set_nb(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+}
+
+static bool wait_readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 10000) == 1;
+}
+
+/* ---- signals --------------------------------------------------------- */
+
+static volatile sig_atomic_t handled;
+
+static void on_sig(int sig)
+{
+	(void)sig;
+	handled++;
+}
+
+static void catch(int sig, int flags)
+{
+	struct sigaction sa = { .sa_handler = on_sig, .sa_flags = flags };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+	handled = 0;
+}
+
+static void uncatch(int sig)
+{
+	signal(sig, SIG_IGN);
+}
+
+/*
+ * A timer that sends SIGALRM every period_ms to this thread only (other
+ * threads, the shim's or librdmacm's included, never take it).
+ */
+static timer_t thread_timer(int period_ms)
+{
+	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID,
+				.sigev_signo = SIGALRM };
+	struct itimerspec its = { { 0, period_ms * 1000000L },
+				  { 0, period_ms * 1000000L } };
+	timer_t t;
+
+	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+	if (timer_create(CLOCK_MONOTONIC, &sev, &t) < 0) {
+		say("timer_create: %s", en(errno));
+		exit(1);
+	}
+	timer_settime(t, 0, &its, NULL);
+	return t;
+}
+
+/* A thread that writes msg to fd after delay_ms, SIGALRM blocked. */
+struct later {
+	pthread_t th;
+	int fd, delay_ms;
+	const char *msg;
+	int conn; /* connect instead of writing */
+};
+
+static void *later_main(void *arg)
+{
+	struct later *l = arg;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	sleep_ms(l->delay_ms);
+	if (l->conn) {
+		l->fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(l->fd, (struct sockaddr *)&laddr, sizeof(laddr)) < 0)
+			say("later: connect: %s", en(errno));
+	} else if (send(l->fd, l->msg, strlen(l->msg), MSG_NOSIGNAL) < 0) {
+		say("later: send: %s", en(errno));
+	}
+	return NULL;
+}
+
+static void later_start(struct later *l, int fd, const char *msg, int delay_ms)
+{
+	*l = (struct later){ .fd = fd, .msg = msg, .delay_ms = delay_ms };
+	pthread_create(&l->th, NULL, later_main, l);
+}
+
+static void later_connect(struct later *l, int delay_ms)
+{
+	*l = (struct later){ .fd = -1, .delay_ms = delay_ms, .conn = 1 };
+	pthread_create(&l->th, NULL, later_main, l);
+}
+
+static void later_join(struct later *l)
+{
+	pthread_join(l->th, NULL);
+}
+
+/* ---- cases ----------------------------------------------------------- */
+
+/*
+ * ppoll/pselect/epoll_pwait with a signal pending and blocked, and a wait
+ * mask that unblocks it: the kernel delivers it at once, EINTR.
+ */
+static void pending_one(const char *what, int fd, int ep)
+{
+	sigset_t block, empty;
+	int64_t t0;
+	int r = 0;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGUSR1);
+	sigemptyset(&empty);
+	catch(SIGUSR1, 0);
+	pthread_sigmask(SIG_BLOCK, &block, NULL);
+	raise(SIGUSR1);
+	t0 = now_ms();
+	if (!strcmp(what, "epoll_pwait")) {
+		struct epoll_event ev;
+
+		r = epoll_pwait(ep, &ev, 1, 3000, &empty);
+	} else if (!strcmp(what, "ppoll")) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct timespec ts = { 3, 0 };
+
+		r = ppoll(&p, 1, &ts, &empty);
+	} else {
+		fd_set rd;
+		struct timespec ts = { 3, 0 };
+
+		FD_ZERO(&rd);
+		FD_SET(fd, &rd);
+		r = pselect(fd + 1, &rd, NULL, NULL, &ts, &empty);
+	}
+	say("%s, SIGUSR1 pending, empty mask -> %d %s after %s, handler ran %s",
+	    what, r, r < 0 ? en(errno) : "-", dur(now_ms() - t0),
+	    handled ? "yes" : "no");
+	pthread_sigmask(SIG_UNBLOCK, &block, NULL);
+	uncatch(SIGUSR1);
+}
+
+static void case_pending(void)
+{
+	struct pair p;
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ep;
+
+	if (mkpair(&p))
+		return;
+	ep = epoll_create1(0);
+	epoll_ctl(ep, EPOLL_CTL_ADD, p.s, &ev);
+	pending_one("epoll_pwait", p.s, ep);
+	pending_one("ppoll", p.s, ep);
+	pending_one("pselect", p.s, ep);
+	close(ep);
+	unpair(&p);
+}
+
+/*
+ * A blocking recv while a timer interrupts it every 50 ms and the peer
+ * answers after 500 ms: restarted under SA_RESTART (signal(7)), EINTR
+ * without it, EINTR with SA_RESTART once SO_RCVTIMEO is set.
+ */
+static void restart_recv(const char *what, int flags, int rcvtimeo_ms)
+{
+	struct pair p;
+	struct later l;
+	char buf[16], n[24];
+	timer_t t;
+	int64_t t0;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	if (rcvtimeo_ms) {
+		struct timeval tv = { rcvtimeo_ms / 1000, (rcvtimeo_ms % 1000) * 1000 };
+
+		setsockopt(p.s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	catch(SIGALRM, flags);
+	later_start(&l, p.c, "x", 500);
+	t = thread_timer(50);
+	t0 = now_ms();
+	r = recv(p.s, buf, sizeof(buf), 0);
+	say("recv, %s, peer writes after 0.5 s -> %s after %s, interrupted %s",
+	    what, rstr(r, n, sizeof(n)), dur(now_ms() - t0),
+	    handled ? "yes" : "no");
+	timer_delete(t);
+	uncatch(SIGALRM);
+	later_join(&l);
+	unpair(&p);
+}
+
+static void restart_accept(void)
+{
+	struct later l;
+	timer_t t;
+	int64_t t0;
+	int fd;
+
+	catch(SIGALRM, SA_RESTART);
+	later_connect(&l, 500);
+	t = thread_timer(50);
+	t0 = now_ms();
+	fd = accept(lfd, NULL, NULL);
+	say("accept, SA_RESTART, peer connects after 0.5 s -> %s after %s, "
+	    "interrupted %s",
+	    fd >= 0 ? "fd" : en(errno), dur(now_ms() - t0), handled ? "yes" : "no");
+	timer_delete(t);
+	uncatch(SIGALRM);
+	later_join(&l);
+	if (fd < 0)
+		fd = accept_wait(); /* the connection came anyway */
+	if (fd >= 0)
+		close(fd);
+	if (l.fd >= 0)
+		close(l.fd);
+}
+
+static void case_restart(void)
+{
+	restart_recv("SA_RESTART", SA_RESTART, 0);
+	restart_recv("no SA_RESTART", 0, 0);
+	restart_recv("SA_RESTART and SO_RCVTIMEO 5 s", SA_RESTART, 5000);
+	restart_accept();
+}
+
+static const char *ev_str(uint32_t m, char *buf, size_t len)
+{
+	static const struct {
+		uint32_t bit;
+		const char *name;
+	} names[] = { { EPOLLIN, "IN" },   { EPOLLOUT, "OUT" }, { EPOLLERR, "ERR" },
+		      { EPOLLHUP, "HUP" }, { EPOLLRDHUP, "RDHUP" } };
+	size_t o = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (m & names[i].bit)
+			o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? "|" : "",
+					      names[i].name);
+	if (!o)
+		snprintf(buf, len, "none");
+	return buf;
+}
+
+/* Fill c's send path until EAGAIN: the peer must read before more goes. */
+static void fill(int c)
+{
+	static char chunk[65536];
+
+	set_nb(c, true);
+	for (int i = 0; i < 100000; i++)
+		if (send(c, chunk, sizeof(chunk), MSG_NOSIGNAL) < 0)
+			break;
+}
+
+/*
+ * A sender whose window is full waits for OUT only; the peer closes with
+ * data unread (TCP: a reset).  The kernel reports ERR and HUP, which no
+ * mask can hide, at once; the wait must not last.
+ */
+static void case_hup_out(void)
+{
+	char b1[64], n[24];
+	struct pair p;
+	struct epoll_event ev = { .events = EPOLLOUT }, got = { 0 };
+	struct pollfd pf;
+	int64_t t0;
+	int ep, r;
+
+	if (mkpair(&p))
+		return;
+	fill(p.c);
+	ep = epoll_create1(0);
+	epoll_ctl(ep, EPOLL_CTL_ADD, p.c, &ev);
+	r = epoll_wait(ep, &got, 1, 0);
+	say("full window, epoll OUT only -> %d", r);
+	close(p.s);
+	p.s = -1;
+	t0 = now_ms();
+	r = epoll_wait(ep, &got, 1, 5000);
+	say("peer closed with data unread: epoll_wait(OUT only) -> %d %s after %s", r,
+	    r > 0 ? ev_str(got.events, b1, sizeof(b1)) : "-", dur(now_ms() - t0));
+	pf = (struct pollfd){ .fd = p.c, .events = POLLOUT };
+	t0 = now_ms();
+	r = poll(&pf, 1, 5000);
+	say("poll(POLLOUT only) -> %d %s after %s", r,
+	    ev_str((uint32_t)pf.revents, b1, sizeof(b1)), dur(now_ms() - t0));
+	pf = (struct pollfd){ .fd = p.c, .events = 0 };
+	r = poll(&pf, 1, 5000);
+	say("poll(no events) -> %d %s", r, ev_str((uint32_t)pf.revents, b1, sizeof(b1)));
+	r = (int)send(p.c, "x", 1, MSG_NOSIGNAL);
+	say("then a send -> %s", r < 0 ? "fails" : rstr(r, n, sizeof(n)));
+	close(ep);
+	unpair(&p);
+}
+
+/* shutdown(SHUT_RD): queued data still reads, then EOF without waiting. */
+static void case_shut_rd(void)
+{
+	char buf[16], n[24];
+	struct pair p;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	send(p.c, "hello", 5, 0);
+	wait_readable(p.s);
+	say("shutdown(SHUT_RD) -> %s", shutdown(p.s, SHUT_RD) ? en(errno) : "ok");
+	r = recv(p.s, buf, sizeof(buf), 0);
+	say("recv with 5 bytes queued -> %s", rstr(r, n, sizeof(n)));
+	r = recv(p.s, buf, sizeof(buf), 0);
+	say("recv again -> %s", rstr(r, n, sizeof(n)));
+	unpair(&p);
+}
+
+/* Zero-length reads; MSG_PEEK|MSG_WAITALL waits for all of it. */
+static void case_recv0(void)
+{
+	char buf[16], n[24];
+	struct pair p;
+	struct later l;
+	int64_t t0;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	r = recv(p.s, buf, 0, MSG_DONTWAIT);
+	say("recv(0, MSG_DONTWAIT), nothing queued -> %s", rstr(r, n, sizeof(n)));
+	later_start(&l, p.c, "ab", 300);
+	t0 = now_ms();
+	r = recv(p.s, buf, 0, 0);
+	say("blocking recv(0), 2 bytes after 0.3 s -> %s after %s",
+	    rstr(r, n, sizeof(n)), dur(now_ms() - t0));
+	later_join(&l);
+	wait_readable(p.s);
+	r = recv(p.s, buf, 0, 0);
+	say("recv(0), 2 bytes queued -> %s", rstr(r, n, sizeof(n)));
+	later_start(&l, p.c, "cd", 300);
+	t0 = now_ms();
+	r = recv(p.s, buf, 4, MSG_PEEK | MSG_WAITALL);
+	say("recv(4, PEEK|WAITALL), 2 queued, 2 more after 0.3 s -> %s \"%.*s\" after %s",
+	    rstr(r, n, sizeof(n)), r > 0 ? (int)r : 0, buf, dur(now_ms() - t0));
+	later_join(&l);
+	r = recv(p.s, buf, 4, MSG_WAITALL);
+	say("then recv(4, WAITALL) -> %s \"%.*s\"", rstr(r, n, sizeof(n)),
+	    r > 0 ? (int)r : 0, buf);
+	unpair(&p);
+}
+
+/* Socket timeouts bound the whole call, not each internal wait. */
+struct drip {
+	pthread_t th;
+	int fd;
+};
+
+static void *drip_main(void *arg)
+{
+	struct drip *d = arg;
+
+	for (int i = 0; i < 10; i++) {
+		sleep_ms(100);
+		send(d->fd, "z", 1, MSG_NOSIGNAL);
+	}
+	return NULL;
+}
+
+static void case_timeo(void)
+{
+	struct timeval tv = { 0, 300000 };
+	char buf[16], n[24];
+	struct pair p;
+	struct drip d;
+	int64_t t0;
+	long r;
+	int fd;
+
+	if (mkpair(&p))
+		return;
+	setsockopt(p.s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	d.fd = p.c;
+	pthread_create(&d.th, NULL, drip_main, &d);
+	t0 = now_ms();
+	r = recv(p.s, buf, 10, MSG_WAITALL);
+	say("recv(10, WAITALL), SO_RCVTIMEO 0.3 s, a byte every 0.1 s -> %s after %s",
+	    r > 0 && r < 10 ? "part" : rstr(r, n, sizeof(n)), dur(now_ms() - t0));
+	pthread_join(d.th, NULL);
+	unpair(&p);
+
+	setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	t0 = now_ms();
+	fd = accept(lfd, NULL, NULL);
+	say("accept, SO_RCVTIMEO 0.3 s, nobody connects -> %s after %s",
+	    fd >= 0 ? "fd" : en(errno), dur(now_ms() - t0));
+	if (fd >= 0)
+		close(fd);
+	tv = (struct timeval){ 0, 0 };
+	setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} cases[] = {
+	{ "pending", case_pending }, { "restart", case_restart },
+	{ "hup-out", case_hup_out }, { "shut-rd", case_shut_rd },
+	{ "recv0", case_recv0 },     { "timeo", case_timeo },
+};
+
+static void *watchdog(void *arg)
+{
+	sigset_t all;
+
+	(void)arg;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	sleep(100);
+	fprintf(stderr, "kexact: watchdog: still running after 100 s\n");
+	_exit(3);
+}
+
+int main(int argc, char **argv)
+{
+	socklen_t len = sizeof(laddr);
+	pthread_t wd;
+	int one = 1;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: kexact ADDR [CASE...]\n");
+		return 2;
+	}
+	pthread_create(&wd, NULL, watchdog, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	laddr.sin_family = AF_INET;
+	if (inet_pton(AF_INET, argv[1], &laddr.sin_addr) != 1) {
+		fprintf(stderr, "kexact: bad address %s\n", argv[1]);
+		return 2;
+	}
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&laddr, sizeof(laddr)) < 0 ||
+	    listen(lfd, 16) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&laddr, &len) < 0) {
+		fprintf(stderr, "kexact: listen: %s\n", strerror(errno));
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bool run = argc == 2;
+
+		for (int a = 2; a < argc; a++)
+			run |= !strcmp(argv[a], cases[i].name);
+		if (!run)
+			continue;
+		cur = cases[i].name;
+		cases[i].fn();
+	}
+	cur = "main";
+	say("done");
+	return 0;
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Signals, hang-ups and timeouts are kernel-exact on RDMA fds (issue 15):
+# tests/progs/kexact runs once over kernel TCP and once under the shim with
+# ERDMA_SHIM=require (nothing may fall back: every connection is an RDMA
+# one), and the transcripts must match case by case:
+#   pending  epoll_pwait/ppoll/pselect with a signal pending and a wait mask
+#            that unblocks it: EINTR at once
+#   restart  a blocking recv/accept under a 50 ms timer: restarted under
+#            SA_RESTART, EINTR without it or with SO_RCVTIMEO set
+#   hup-out  a writer waiting for OUT only when the peer closes with data
+#            unread: woken at once with ERR|HUP (not maskable)
+#   shut-rd  queued data still reads after shutdown(SHUT_RD), then EOF
+#   recv0    zero-length reads; MSG_PEEK|MSG_WAITALL
+#   timeo    SO_RCVTIMEO bounds a whole MSG_WAITALL recv and an accept
+. "$(dirname "$0")/lib/common.bash"
+. "$(dirname "$0")/lib/transcript.bash"
+
+PROG=$PROGS/kexact
+[ -x "$PROG" ] || fail "$PROG is not built (run make on the host first)"
+
+declare -A KNOWN=()
+
+timeout -k 5 110 "$PROG" "$IP0" >"$WORK/tcp.out" 2>"$WORK/tcp.err" </dev/null ||
+	{ cat "$WORK/tcp.out" "$WORK/tcp.err"; fail "kernel TCP run exited $?"; }
+grep -q '^main: done' "$WORK/tcp.out" || fail "kernel TCP run did not finish"
+
+rc=0
+env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout -k 5 110 "$PROG" "$IP0" \
+	>"$WORK/rdma.out" 2>"$WORK/rdma.err" </dev/null || rc=$?
+fails=0
+if [ "$rc" != 0 ] || ! grep -q '^main: done' "$WORK/rdma.out"; then
+	echo "FAIL the shimmed run did not finish cleanly (exit $rc); last stderr lines:"
+	tail -n 20 "$WORK/rdma.err" | sed 's/^/    | /'
+	fails=$((fails + 1))
+fi
+if grep -q 'RDMA required but' "$WORK/rdma.err"; then
+	echo "FAIL a connection could not use RDMA:"
+	grep 'RDMA required but' "$WORK/rdma.err" | head -n 3 | sed 's/^/    | /'
+	fails=$((fails + 1))
+fi
+compare "$WORK/tcp.out" "$WORK/rdma.out"
+fails=$((fails + NDIFF))
+if [ "$fails" != 0 ]; then
+	echo "RESULT: $((NCASES - NDIFF)) of $NCASES cases identical; $fails failure(s)${FAILED[*]:+: ${FAILED[*]}}"
+	exit 1
+fi
+echo "RESULT: $((NCASES - ${#KNOWN_SEEN[@]})) of $NCASES cases identical over kernel TCP and RDMA (ERDMA_SHIM=require)${KNOWN_SEEN[*]:+; documented deviations: ${KNOWN_SEEN[*]}}"
