@@ -687,20 +687,12 @@ int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
 	return 0;
 }
 
-/* sg_wait with the caller's signal mask set around it (not atomically:
- * rsockets has no masked wait). */
+/* sg_wait with the caller's signal mask, applied atomically with the
+ * sleep (see sg_wait_masked). */
 int shim_wait_masked(struct pollfd *p, nfds_t n, int timeout_ms,
 		     const sigset_t *mask)
 {
-	sigset_t old;
-	int r;
-
-	if (mask)
-		pthread_sigmask(SIG_SETMASK, mask, &old);
-	r = sg_wait(p, n, timeout_ms);
-	if (mask)
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return r;
+	return sg_wait_masked(p, n, timeout_ms, mask);
 }
 
 /*

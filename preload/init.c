@@ -24,6 +24,7 @@ SHIM_SYMS(SHIM_DEFINE_REAL)
 int shim_init_state;
 __thread int shim_lib_depth;
 __thread int *shim_pair_capture;
+__thread const sigset_t *shim_lib_sigmask;
 __thread bool shim_svc_guard;
 struct shim_config shim_cfg;
 struct shim_sock shim_internal_sock = { .kind = SHIM_SK_INTERNAL };

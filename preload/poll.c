@@ -235,11 +235,30 @@ static int poll_any(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	return poll_slow(fds, nfds, timeout_ms, tmo, mask);
 }
 
+/*
+ * librdmacm's own poll, with the caller's wait mask if one is set
+ * (shim_lib_sigmask) -- on rpoll's sleep only: its zero-timeout looks at
+ * plain fds ignore what poll returns, so a signal delivered there would
+ * be lost, not an EINTR.
+ */
+static int lib_poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	struct timespec ts;
+
+	if (likely(!shim_lib_sigmask) || timeout == 0)
+		return REAL(poll)(fds, nfds, timeout);
+	ts.tv_sec = timeout / 1000;
+	ts.tv_nsec = (long)(timeout % 1000) * 1000000L;
+	return REAL(ppoll)(fds, nfds, timeout < 0 ? NULL : &ts, shim_lib_sigmask);
+}
+
 SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	struct timespec ts, *tp = NULL;
 
 	shim_ensure_init();
+	if (unlikely(shim_in_lib()))
+		return lib_poll(fds, nfds, timeout);
 	if (likely(!rdma_in_use()) || !any_ours(fds, nfds))
 		return REAL(poll)(fds, nfds, timeout);
 	if (timeout >= 0) {

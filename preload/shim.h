@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "syms.h"
@@ -83,12 +84,33 @@ static inline void shim_enter_lib(void) { shim_lib_depth++; }
 static inline void shim_leave_lib(void) { shim_lib_depth--; }
 static inline bool shim_in_lib(void) { return shim_lib_depth != 0; }
 
+/*
+ * While set (by rsocket_glue around its sleep in rpoll), the poll() that
+ * librdmacm makes on this thread is a ppoll with this signal mask: the
+ * caller's ppoll/pselect/epoll_pwait mask is applied atomically with the
+ * sleep, as the kernel does (a signal it unblocks ends the sleep: EINTR).
+ */
+extern __thread const sigset_t *shim_lib_sigmask;
+
 /* While set (by rsocket_glue around rlisten), the next socketpair() made on
  * this thread stores its first fd here. */
 extern __thread int *shim_pair_capture;
 
 /* Set by rsocket_glue around rconnect/raccept: see preload/svc.c. */
 extern __thread bool shim_svc_guard;
+
+/* sig.c: would the kernel restart a socket call that a handler interrupted
+ * (SA_RESTART, no socket timeout)?  Asked after an internal wait's EINTR. */
+bool shim_eintr_restarts(void);
+
+/* The monotonic clock in milliseconds. */
+static inline int64_t shim_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* A timespec timeout in whole milliseconds, rounded up; NULL = -1 (forever). */
 static inline int shim_ts_to_ms(const struct timespec *ts)

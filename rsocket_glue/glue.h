@@ -9,6 +9,7 @@
 #define SHIM_GLUE_H
 
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -75,6 +76,13 @@ int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms);
  * poll(): the number of entries with revents, 0 on timeout, or -errno.
  */
 int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms);
+/* The same with a signal mask applied atomically with the sleep, as ppoll
+ * does (NULL: the thread's own).  The busy-poll before it keeps the
+ * thread's mask: a signal the wait mask unblocks stays pending until the
+ * sleep, which it then ends (-EINTR) -- unless something was ready first,
+ * as in the kernel. */
+int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
+		   const sigset_t *mask);
 
 /* The kernel fd that turns readable when a listening rsocket has a
  * connection to accept (its accept queue), or -1.  Lets listeners be

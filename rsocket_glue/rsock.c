@@ -164,7 +164,9 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 		r = (int)LIB_CALL(rconnect(rs, dst, len));
 		shim_svc_guard = false;
 		pthread_mutex_unlock(&svc_mu);
-		if (r == -EINPROGRESS)
+		/* A signal handler (a profiling timer, say) says nothing
+		 * about the peer: the rendezvous goes on within its time. */
+		while (r == -EINPROGRESS || r == -EINTR)
 			r = wait_connected(rs, ms_left(&t0, timeout_ms));
 	}
 	if (r == 0)
@@ -580,7 +582,8 @@ static void spin_adapt(unsigned int max, long waited_us)
  * Sleep in rpoll(-1) over fds, the cm duplicates of their rsockets, and a
  * timerfd that ends a finite wait (timeout_ms > 0).
  */
-static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms)
+static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
+		     const sigset_t *mask)
 {
 	struct itimerspec its = { 0 };
 	struct pollfd stack[64], *all = stack;
@@ -611,7 +614,9 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 		timerfd_settime(tfd, 0, &its, NULL);
 		all[n++] = (struct pollfd){ .fd = tfd, .events = POLLIN };
 	}
+	shim_lib_sigmask = mask;
 	r = (int)LIB_CALL(rpoll(all, n, -1));
+	shim_lib_sigmask = NULL;
 	if (r < 0)
 		goto out;
 	/* A cm duplicate that fired: is its rsocket gone? */
@@ -634,6 +639,12 @@ out:
 
 int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 {
+	return sg_wait_masked(fds, nfds, timeout_ms, NULL);
+}
+
+int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
+		   const sigset_t *mask)
+{
 	unsigned int max = shim_cfg.poll_us;
 	struct timespec t0 = { 0 };
 	long left_us;
@@ -647,13 +658,14 @@ int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 	if (r != 0)
 		return r;
 	if (timeout_ms < 0) {
-		r = sleep_fds(fds, nfds, -1);
+		r = sleep_fds(fds, nfds, -1, mask);
 	} else {
 		/* The spin counts against the caller's timeout. */
 		left_us = timeout_ms * 1000L - (max ? us_since(&t0) : 0);
 		r = 0;
 		if (left_us > 0)
-			r = sleep_fds(fds, nfds, (int)((left_us + 999) / 1000));
+			r = sleep_fds(fds, nfds, (int)((left_us + 999) / 1000),
+				      mask);
 	}
 	if (max && r >= 0) /* woken, or timed out: how long did it take? */
 		spin_adapt(max, us_since(&t0));
