@@ -135,9 +135,10 @@ static int try_rdma(int fd, struct shim_sock *s,
 	if (rs < 0) {
 		*why = "rsocket connect failed";
 		/* Local shortages (and -EBUSY: a local wait ran out, see
-		 * rsocket_glue's svc_mu) say nothing about the peer. */
+		 * rsocket_glue's svc_mu; -EINTR: a signal) say nothing about
+		 * the peer. */
 		if (rs != -EMFILE && rs != -ENOMEM && rs != -ENOBUFS &&
-		    rs != -EBUSY)
+		    rs != -EBUSY && rs != -EINTR)
 			sg_negcache_add((struct sockaddr *)&rdst);
 	}
 	return rs;

@@ -31,16 +31,89 @@ static int tv_ms(const struct timeval *tv)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
-/* Wait until rs has ev or the socket timeout expires (-EAGAIN, as the
- * kernel reports an expired SO_RCVTIMEO/SO_SNDTIMEO). */
-static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo)
+/*
+ * Wait until rs has ev or the socket timeout expires (-EAGAIN, as the
+ * kernel reports an expired SO_RCVTIMEO/SO_SNDTIMEO).  The timeout bounds
+ * the whole call, as the kernel's does: *deadline (0 before the call's
+ * first wait) is fixed then and kept across the call's later waits.  A
+ * handler's EINTR restarts the wait when the kernel would restart the call
+ * (SA_RESTART, no timeout: signal(7)).
+ */
+static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo,
+		    int64_t *deadline)
 {
 	struct pollfd p = { .fd = s->rs, .events = ev };
-	int r = sg_wait(&p, 1, tv_ms(tmo));
+	int ms = tv_ms(tmo), left = -1, r;
 
-	if (r == 0)
-		return -EAGAIN;
-	return r < 0 ? r : 0;
+	for (;;) {
+		if (ms >= 0) {
+			if (!*deadline)
+				*deadline = shim_now_ms() + ms;
+			left = (int)(*deadline - shim_now_ms());
+			if (left <= 0)
+				return -EAGAIN;
+		}
+		r = sg_wait(&p, 1, left);
+		if (r == 0)
+			return -EAGAIN;
+		if (r == -EINTR && ms < 0 && shim_eintr_restarts())
+			continue;
+		return r < 0 ? r : 0;
+	}
+}
+
+/*
+ * A zero-length read returns 0 once data or the peer's EOF is there; on a
+ * blocking socket the kernel waits for it, on a non-blocking one it says
+ * EAGAIN.
+ */
+static ssize_t recv_none(struct shim_sock *s, bool dontwait)
+{
+	int64_t deadline = 0;
+	char c;
+
+	for (;;) {
+		ssize_t r = sg_recv(s->rs, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+		if (r != -EAGAIN)
+			return r < 0 ? r : 0;
+		if (s->rd_shut)
+			return 0;
+		if (dontwait)
+			return -EAGAIN;
+		r = wait_for(s, POLLIN, &s->rcvtimeo, &deadline);
+		if (r < 0)
+			return r;
+	}
+}
+
+/*
+ * MSG_PEEK|MSG_WAITALL on a blocking socket: the kernel waits until all of
+ * it is queued.  rsockets shows no "more arrived" while data is queued (the
+ * rsocket stays readable), so look again after a pause that doubles from
+ * 1 ms to 32 ms.  0: look again; -errno: return what was peeked.
+ */
+static int peek_pause(struct shim_sock *s, int *pause_ms, int64_t *deadline)
+{
+	struct pollfd p = { .fd = s->rs, .events = POLLIN };
+	int ms = tv_ms(&s->rcvtimeo), nap = *pause_ms;
+	struct timespec ts;
+
+	if (sg_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
+		return -EPIPE; /* no more will come */
+	if (ms >= 0) {
+		if (!*deadline)
+			*deadline = shim_now_ms() + ms;
+		if (*deadline - shim_now_ms() < nap)
+			nap = (int)(*deadline - shim_now_ms());
+		if (nap <= 0)
+			return -EAGAIN;
+	}
+	ts = (struct timespec){ 0, nap * 1000000L };
+	if (nanosleep(&ts, NULL) < 0 && (ms >= 0 || !shim_eintr_restarts()))
+		return -EINTR;
+	*pause_ms = *pause_ms < 32 ? *pause_ms * 2 : 32;
+	return 0;
 }
 
 /*
@@ -83,7 +156,8 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	bool dontwait = s->nonblock || (flags & MSG_DONTWAIT);
 	int rflags = MSG_DONTWAIT | (flags & MSG_PEEK);
 	size_t got = 0, want = 0;
-	int i = 0;
+	int64_t deadline = 0;
+	int i = 0, pause_ms = 1;
 	size_t off = 0;
 
 	if (flags & MSG_OOB)
@@ -97,9 +171,11 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	for (int k = 0; k < cnt; k++)
 		want += iov[k].iov_len;
 	if (!want)
-		return 0;
+		return recv_none(s, dontwait);
+	/* After shutdown(SHUT_RD) what is queued still reads, then EOF: the
+	 * kernel neither drops it nor waits. */
 	if (s->rd_shut)
-		return 0;
+		dontwait = true;
 	__atomic_add_fetch(&s->rd_gen, 1, __ATOMIC_SEQ_CST);
 	shim_epoll_io(s);
 
@@ -115,9 +191,14 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		if (r > 0) {
 			got += (size_t)r;
 			off += (size_t)r;
-			/* A peek can't advance through the stream. */
-			if (flags & MSG_PEEK)
+			/* A peek can't advance through the stream: with
+			 * WAITALL it looks again from the start. */
+			if (!(flags & MSG_PEEK))
+				continue;
+			if (!(flags & MSG_WAITALL) || dontwait || got == want ||
+			    cnt != 1 || peek_pause(s, &pause_ms, &deadline) < 0)
 				break;
+			got = 0, off = 0;
 			continue;
 		}
 		if (r == 0) /* EOF */
@@ -129,8 +210,8 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		if (got && !(flags & MSG_WAITALL))
 			break;
 		if (dontwait)
-			return got ? (ssize_t)got : -EAGAIN;
-		r = wait_for(s, POLLIN, &s->rcvtimeo);
+			return got ? (ssize_t)got : s->rd_shut ? 0 : -EAGAIN;
+		r = wait_for(s, POLLIN, &s->rcvtimeo, &deadline);
 		if (r < 0)
 			return got ? (ssize_t)got : r;
 	}
@@ -153,6 +234,7 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	bool dontwait = s->nonblock || (flags & MSG_DONTWAIT);
 	struct iovec v[64];
 	size_t sent = 0, want = 0;
+	int64_t deadline = 0;
 	int i = 0;
 	size_t off = 0;
 
@@ -215,7 +297,7 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		if (r == -EAGAIN || r == 0) {
 			if (dontwait)
 				break;
-			r = wait_for(s, POLLOUT, &s->sndtimeo);
+			r = wait_for(s, POLLOUT, &s->sndtimeo, &deadline);
 			if (r == 0)
 				continue;
 		}
@@ -225,6 +307,9 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			return broken_pipe(flags);
 		return r;
 	}
+	/* A send that could not all go leaves data in flight: the peer's
+	 * close is then a reset (see shim_rdma_revents). */
+	__atomic_store_n(&s->wr_full, sent < want, __ATOMIC_RELAXED);
 	if (sent < want) {
 		__atomic_add_fetch(&s->wr_gen, 1, __ATOMIC_SEQ_CST);
 		shim_epoll_io(s);
@@ -238,11 +323,19 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 
 short shim_rdma_revents(struct shim_sock *s, short rev, short want)
 {
-	if (rev & POLLHUP) {
+	/* The peer is gone.  With our data still in flight (its window was
+	 * full) TCP would have had a reset: IN|OUT|ERR|HUP, which no mask
+	 * hides, so a writer waiting for OUT wakes.  Otherwise it reads as
+	 * the peer's FIN: readable EOF, HUP only once we stopped writing. */
+	if ((rev & POLLHUP) && __atomic_load_n(&s->wr_full, __ATOMIC_RELAXED)) {
+		rev |= POLLIN | POLLOUT | POLLERR;
+	} else if (rev & POLLHUP) {
 		rev |= POLLIN; /* EOF is readable */
 		if (!s->wr_shut)
 			rev &= (short)~POLLHUP;
 	}
+	if (s->rd_shut)
+		rev |= POLLIN; /* reads no longer wait */
 	if (rev & POLLIN)
 		rev |= POLLRDNORM;
 	if (rev & POLLOUT)
@@ -255,9 +348,9 @@ bool shim_rdma_peer_eof(struct shim_sock *s, short rev)
 {
 	char c;
 
-	if (rev & POLLHUP)
-		return true;
-	if (!(rev & POLLIN) || s->rd_shut)
+	if ((rev & POLLHUP) || s->rd_shut)
+		return true; /* the kernel shows RDHUP for our own SHUT_RD too */
+	if (!(rev & POLLIN))
 		return false;
 	return sg_recv(s->rs, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
@@ -307,7 +400,7 @@ int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out)
 	if (!buf)
 		return -ENOMEM;
 	if (s->rd_shut)
-		return -ESHUTDOWN; /* reads say EOF whatever is queued */
+		return -ESHUTDOWN; /* readable for good: nothing to count */
 	before = __atomic_load_n(&s->rx_bytes, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&s->rd_busy, __ATOMIC_SEQ_CST))
 		return -EBUSY;

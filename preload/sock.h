@@ -39,6 +39,7 @@ struct shim_sock {
 	bool nonblock;		/* the program's view of O_NONBLOCK */
 	bool connect_pending;	/* EINPROGRESS given, completion not yet told */
 	bool rd_shut, wr_shut;	/* shutdown() seen */
+	bool wr_full;		/* the last send could not all go (atomic) */
 	int so_error;		/* pending SO_ERROR for the program */
 	/* Program options remembered for the rsocket (0 = unset). */
 	unsigned int sndbuf, rcvbuf;

@@ -242,8 +242,9 @@ static int adopt_accepted(struct shim_sock *ls, int rs,
 		return -e;
 	}
 	ns->nonblock = (flags & SOCK_NONBLOCK) != 0;
-	if (ns->nonblock)
-		sg_set_nonblock(rs, true);
+	/* The shim does the blocking itself (io.c), as for a connected one:
+	 * a later fcntl(O_NONBLOCK) then only changes ns->nonblock. */
+	sg_set_nonblock(rs, true);
 	ns->peer_len = shim_addr_to_family(peer, ls->family, &ns->peer);
 	/* Local: the address the peer reached, with the listener's TCP port
 	 * (never the rsocket's own). */
@@ -259,10 +260,42 @@ static int adopt_accepted(struct shim_sock *ls, int rs,
 	return nfd;
 }
 
+/*
+ * Wait for either listener.  SO_RCVTIMEO bounds accept as in the kernel
+ * (EAGAIN when it expires); a handler's EINTR restarts the wait when the
+ * kernel would restart accept (SA_RESTART, no timeout).
+ */
+static int accept_wait(int fd, struct shim_sock *s, int64_t *deadline)
+{
+	const struct timeval *tv = &s->rcvtimeo;
+	bool timed = tv->tv_sec || tv->tv_usec;
+	int left = -1;
+
+	/* Both listeners are kernel fds here (the rsocket's accept queue):
+	 * rpoll on a listening rsocket can lag by seconds. */
+	struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+			       { .fd = sg_listen_pollfd(s->rs), .events = POLLIN } };
+	for (;;) {
+		if (timed) {
+			if (!*deadline)
+				*deadline = shim_now_ms() + tv->tv_sec * 1000 +
+					    (tv->tv_usec + 999) / 1000;
+			left = (int)(*deadline - shim_now_ms());
+			if (left <= 0)
+				return -EAGAIN;
+		}
+		if (REAL(poll)(p, 2, left) >= 0)
+			return 0;
+		if (errno != EINTR || timed || !shim_eintr_restarts())
+			return -errno;
+	}
+}
+
 static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 		       socklen_t *len, int flags)
 {
 	struct sockaddr_storage peer;
+	int64_t deadline = 0;
 	socklen_t plen;
 	int r;
 
@@ -288,13 +321,9 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 			return r < 0 ? -errno : r;
 		if (s->nonblock)
 			return -EAGAIN;
-		/* Both listeners are kernel fds here (the rsocket's accept
-		 * queue): rpoll on a listening rsocket can lag by seconds. */
-		struct pollfd p[2] = {
-			{ .fd = fd, .events = POLLIN },
-			{ .fd = sg_listen_pollfd(s->rs), .events = POLLIN } };
-		if (REAL(poll)(p, 2, -1) < 0)
-			return -errno; /* EINTR: accept is not restarted */
+		r = accept_wait(fd, s, &deadline);
+		if (r < 0)
+			return r;
 	}
 }
 
@@ -335,7 +364,10 @@ SHIM_EXPORT int shutdown(int fd, int how)
 		errno = EINVAL;
 		return -1;
 	}
-	r = sg_shutdown(s->rs, how);
+	/* SHUT_RD tells the peer nothing in TCP, and the kernel still reads
+	 * out what is queued (io.c): rsockets' own SHUT_RD would hide it, so
+	 * it stays ours.  SHUT_RDWR is the peer's FIN plus that. */
+	r = how == SHUT_RD ? 0 : sg_shutdown(s->rs, SHUT_WR);
 	if (r == 0) {
 		s->rd_shut |= how != SHUT_WR;
 		s->wr_shut |= how != SHUT_RD;
