@@ -40,6 +40,9 @@ struct shim_sock {
 	bool connect_pending;	/* EINPROGRESS given, completion not yet told */
 	bool rd_shut, wr_shut;	/* shutdown() seen */
 	int so_error;		/* pending SO_ERROR for the program */
+	/* atomic: the peer has gone and the one send TCP lets through after
+	 * that went (dropped): the connection is reset (io.c, past_end) */
+	int reset;
 	/* Program options remembered for the rsocket (0 = unset). */
 	unsigned int sndbuf, rcvbuf;
 	struct timeval rcvtimeo, sndtimeo;

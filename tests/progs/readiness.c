@@ -2268,6 +2268,8 @@ static void case_threads(void)
 	sleep_ms(100);
 	close(pa.s);
 	pa.s = -1;
+	/* TCP lets the first send after the peer's close through; the shim
+	 * too, whether or not the close has shown yet (io.c, past_end). */
 	xsend(pa.c, "gone");
 	sleep_ms(200);
 	say("waiter blocked after another thread closed a -> %s",
