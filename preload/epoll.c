@@ -15,6 +15,11 @@
  *      itself, the set's wake eventfd and the registry's rsockets — one
  *      sleep that ends when any of them turns ready — then back to 1.
  *
+ * 1 and 2 take turns within maxevents, fairly as the kernel's ready list
+ * goes round (an fd it reports goes to its tail): the walk of 1 resumes
+ * where the last call stopped, and once it reaches the registry's end the
+ * kernel's ready events have their turn (gather).
+ *
  * Edge-triggered emulation: a registration remembers the bits it reported;
  * a bit is reported again only after it was seen absent, or on a new edge:
  *
@@ -91,6 +96,20 @@ struct ep_set {
 	int nmarked;	     /* marked registrations (under lock) */
 	int direct_waiters;  /* atomic: threads asleep in the kernel's wait */
 	unsigned int stamp;  /* per collect */
+	/*
+	 * Fairness (gather): turns alternate between a pass over the
+	 * registry, which resumes where the last call stopped (cursor; NULL:
+	 * the head), and one over the kernel's ready list (kturn), which the
+	 * kernel rotates itself.  A kernel turn gives as many events as the
+	 * kernel had ready when last seen whole (kready: a fetch that got fewer
+	 * than asked; -1 unknown), counted in kgiven; without that number it
+	 * ends when an event comes back that the turn already gave (kseen, a
+	 * bitmap of hashed epoll data): the kernel's list went round.
+	 */
+	struct ep_reg *cursor;
+	bool kturn;
+	int kready, kgiven;
+	uint64_t kseen[4];
 	struct ep_set *next_set; /* all sets, for shim_epoll_sock_changed */
 };
 
@@ -163,6 +182,8 @@ static void reg_unlink(struct ep_set *set, struct ep_reg **pp)
 	struct ep_reg *r = *pp;
 
 	*pp = r->next;
+	if (set->cursor == r)
+		set->cursor = r->next;
 	__atomic_sub_fetch(&r->s->ep_regs, 1, __ATOMIC_RELAXED);
 	if (emulated(r))
 		__atomic_sub_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
@@ -184,6 +205,7 @@ static struct ep_set *set_new(int epfd)
 		return NULL;
 	set->epfd = epfd;
 	set->wake_fd = -1;
+	set->kready = -1;
 	pthread_mutex_init(&set->lock, NULL);
 	return set;
 }
@@ -858,10 +880,15 @@ int shim_epoll_watch(struct ep_set *set, struct watch *w)
 	return err;
 }
 
-/* Note out[slot] as r's event in this collect. */
+/* Note out[slot] as r's event in this collect; a registration the kernel's
+ * turn already named (a nested set's kernel side) gets one event. */
 static void emit(struct ep_set *set, struct ep_reg *r, uint32_t bits,
 		 struct epoll_event *evs, int *out)
 {
+	if (r->stamp == set->stamp && r->slot) {
+		evs[r->slot - 1].events |= bits;
+		return;
+	}
 	evs[*out].events = bits;
 	evs[*out].data = r->data;
 	r->stamp = set->stamp;
@@ -869,51 +896,183 @@ static void emit(struct ep_set *set, struct ep_reg *r, uint32_t bits,
 	(*out)++;
 }
 
-/* Step 1: events of the registry's emulated fds, at most max.  Locked. */
-static int collect_locked(struct ep_set *set, struct epoll_event *evs, int max)
-{
-	struct pollfd stack[64], *p = stack;
-	struct ep_reg *r;
-	int n = 0, k = 0, out = 0;
+/* One rpoll of the registry's rsockets: its registrations in list order,
+ * and where this call's walk starts (the cursor's index). */
+struct scan {
+	struct pollfd *p, p_stack[64];
+	struct ep_reg **v, *v_stack[64];
+	int n, at, left; /* left: not yet visited in this call */
+};
 
-	set->stamp++;
+static void scan_done(struct scan *sc)
+{
+	if (sc->p != sc->p_stack)
+		free(sc->p);
+	if (sc->v != sc->v_stack)
+		free(sc->v);
+}
+
+static int scan_take(struct ep_set *set, struct scan *sc)
+{
+	struct ep_reg *r;
+	int n = 0, k = 0;
+
+	sc->p = sc->p_stack;
+	sc->v = sc->v_stack;
+	sc->n = sc->at = sc->left = 0;
 	if (!__atomic_load_n(&set->nemul, __ATOMIC_RELAXED))
 		return 0;
 	for (r = set->regs; r; r = r->next)
 		n++;
-	if (n > (int)ARRAY_SIZE(stack)) {
-		p = malloc((size_t)n * sizeof(*p));
-		if (!p)
+	if (n > (int)ARRAY_SIZE(sc->p_stack)) {
+		sc->p = malloc((size_t)n * sizeof(*sc->p));
+		sc->v = malloc((size_t)n * sizeof(*sc->v));
+		if (!sc->p || !sc->v) {
+			scan_done(sc);
+			sc->p = sc->p_stack;
+			sc->v = sc->v_stack;
 			return -ENOMEM;
+		}
 	}
-	for (r = set->regs; r; r = r->next) {
+	for (r = set->regs; r; r = r->next, k++) {
 		rearm(r);
-		p[k].fd = r->disabled || r->in_kernel ? -1 : r->s->rs;
-		p[k].events = (short)((r->events & EP_RDMA_BITS) | POLLIN | POLLOUT);
-		p[k].revents = 0;
-		k++;
+		if (r == set->cursor)
+			sc->at = k;
+		sc->v[k] = r;
+		sc->p[k].fd = r->disabled || r->in_kernel ? -1 : r->s->rs;
+		sc->p[k].events = (short)((r->events & EP_RDMA_BITS) | POLLIN | POLLOUT);
+		sc->p[k].revents = 0;
 	}
-	if (sg_poll(p, (nfds_t)k, 0) < 0)
-		memset(p, 0, (size_t)k * sizeof(*p)); /* as "nothing ready" */
-	k = 0;
-	for (r = set->regs; r && out < max; r = r->next, k++) {
-		uint32_t cur;
+	if (sg_poll(sc->p, (nfds_t)n, 0) < 0)
+		for (k = 0; k < n; k++)
+			sc->p[k].revents = 0; /* as "nothing ready" */
+	sc->n = sc->left = n;
+	return 0;
+}
 
-		if (r->inner && !r->disabled)
-			cur = peek(r->inner, 1) ? r->events & EP_NEST_BITS : 0;
-		else if (p[k].fd < 0)
-			continue;
-		else
-			cur = p[k].revents ? rdma_bits(r->s, p[k].revents, r->events) &
-						     (r->events | EPOLLERR | EPOLLHUP)
-					   : 0;
-		cur = filter(r, cur, p[k].revents);
-		if (cur)
-			emit(set, r, cur, evs, &out);
+/* Filter r's readiness (p: its rpoll entry) and note its event, if any. */
+static void visit(struct ep_set *set, struct ep_reg *r, const struct pollfd *p,
+		  struct epoll_event *evs, int *out)
+{
+	uint32_t cur;
+
+	if (r->inner && !r->disabled)
+		cur = peek(r->inner, 1) ? r->events & EP_NEST_BITS : 0;
+	else if (p->fd < 0)
+		return;
+	else
+		cur = p->revents ? rdma_bits(r->s, p->revents, r->events) &
+					   (r->events | EPOLLERR | EPOLLHUP)
+				 : 0;
+	cur = filter(r, cur, p->revents);
+	if (cur)
+		emit(set, r, cur, evs, out);
+}
+
+/*
+ * Step 1, the registry's turn: events of its emulated fds from the cursor
+ * on, into evs[out, max).  Reaching the list's end ends the turn: the
+ * kernel's is next, then the registry's again from the head.  Locked.
+ */
+static int rdma_turn(struct ep_set *set, struct scan *sc,
+		     struct epoll_event *evs, int out, int max)
+{
+	while (out < max && sc->left > 0) {
+		visit(set, sc->v[sc->at], &sc->p[sc->at], evs, &out);
+		sc->left--;
+		if (++sc->at == sc->n) {
+			sc->at = 0;
+			set->kturn = true;
+			break;
+		}
 	}
-	if (p != stack)
-		free(p);
+	set->cursor = sc->at ? sc->v[sc->at] : NULL;
 	return out;
+}
+
+/* Was data (probably) given in this kernel turn already?  Notes it. */
+static bool kseen_add(struct ep_set *set, uint64_t data)
+{
+	unsigned int h = (unsigned int)((data * 0x9E3779B97F4A7C15ull) >> 56);
+	uint64_t bit = 1ull << (h & 63);
+	bool seen = set->kseen[h >> 6] & bit;
+
+	set->kseen[h >> 6] |= bit;
+	return seen;
+}
+
+/* The kernel's turn is over; the next starts with evs[0, k) given. */
+static void kernel_turn_over(struct ep_set *set, const struct epoll_event *evs,
+			     int k)
+{
+	memset(set->kseen, 0, sizeof(set->kseen));
+	set->kgiven = 0;
+	for (int i = 0; i < k; i++, set->kgiven++)
+		(void)kseen_add(set, evs[i].data.u64);
+	set->kturn = false;
+}
+
+/*
+ * How many events to ask the kernel for, want at most: what its turn has
+ * left, and at a turn's start one more, so that a fetch that comes back
+ * short confirms kready (a longer one shows it grew).
+ */
+static int kernel_ask(const struct ep_set *set, int want)
+{
+	int rest;
+
+	if (set->kready < 0)
+		return want;
+	rest = set->kready - set->kgiven + !set->kgiven;
+	return rest < 1 ? 1 : rest < want ? rest : want;
+}
+
+/*
+ * Account the kernel's answer evs[0, k) to asked for.  Short: that was all
+ * it had ready (kready), the turn is over.  An event this turn already gave:
+ * its list went round, the turn ended before that event, and the events
+ * from it on open the next turn (they can't be put back).  A false repeat
+ * (hash collision, equal data) only ends a turn early.
+ */
+static void kernel_turn_end(struct ep_set *set, const struct epoll_event *evs,
+			    int k, int asked)
+{
+	if (k < asked) {
+		set->kready = k;
+		kernel_turn_over(set, evs, 0);
+		return;
+	}
+	for (int i = 0; i < k; i++) {
+		if (evs[i].data.u64 == WAKE_MARK(set))
+			continue;
+		if (kseen_add(set, evs[i].data.u64)) {
+			set->kready = -1;
+			kernel_turn_over(set, evs + i, k - i);
+			return;
+		}
+		set->kgiven++;
+	}
+	if (set->kready >= 0 && set->kgiven >= set->kready) {
+		if (set->kgiven > set->kready)
+			set->kready = -1; /* more than last time: unknown */
+		kernel_turn_over(set, evs, 0);
+	}
+}
+
+static int translate_locked(struct ep_set *set, struct epoll_event *evs,
+			    int from, int n);
+
+/* Step 2, the kernel's turn: its ready events into evs[out, max).  Locked. */
+static int kernel_turn(struct ep_set *set, struct epoll_event *evs, int out,
+		       int max)
+{
+	int ask = kernel_ask(set, max - out);
+	int k = REAL(epoll_wait)(set->epfd, evs + out, ask, 0);
+
+	if (k < 0)
+		return out ? out : -errno;
+	kernel_turn_end(set, evs + out, k, ask);
+	return k ? translate_locked(set, evs, out, k) : out;
 }
 
 /* The marked registration data names: live (returned), gone meanwhile
@@ -1041,23 +1200,38 @@ static int wait_direct(struct ep_set *set, struct epoll_event *evs, int max,
 	return n < 0 ? -e : n;
 }
 
-/* Steps 1 and 2, under the set's lock so that no registration can go
- * between the kernel's answer and its translation. */
+/*
+ * Steps 1 and 2, under the set's lock so that no registration can go
+ * between the kernel's answer and its translation.  Fair as the kernel's
+ * ready list: the registry's and the kernel's turns alternate (see
+ * ep_set.cursor), each fd at most once per call, so with more ready than
+ * max every ready fd still comes up in turn, whatever its kind.  The walk
+ * is still one rpoll over the whole registry.
+ */
 static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 {
-	int n, k;
+	struct scan sc;
+	bool fetched = false;
+	int out = 0;
 
 	pthread_mutex_lock(&set->lock);
-	n = collect_locked(set, evs, max);
-	if (n >= 0 && n < max) {
-		k = REAL(epoll_wait)(set->epfd, evs + n, max - n, 0);
-		if (k < 0 && !n)
-			n = -errno;
-		else if (k > 0)
-			n = translate_locked(set, evs, n, k);
+	set->stamp++;
+	out = scan_take(set, &sc);
+	if (!out && !sc.n)
+		set->kturn = true; /* nothing to walk */
+	while (out >= 0 && out < max) {
+		if (set->kturn && !fetched) {
+			fetched = true;
+			out = kernel_turn(set, evs, out, max);
+		} else if (!set->kturn && sc.left) {
+			out = rdma_turn(set, &sc, evs, out, max);
+		} else {
+			break;
+		}
 	}
 	pthread_mutex_unlock(&set->lock);
-	return n;
+	scan_done(&sc);
+	return out;
 }
 
 static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,

@@ -228,6 +228,48 @@ static ssize_t broken_pipe(int flags)
 	return -EPIPE;
 }
 
+/* A send on a reset connection: the pending error if any (SO_ERROR's, which
+ * the kernel's send consumes), else EPIPE. */
+static ssize_t broken_pipe_reset(struct shim_sock *s, int flags)
+{
+	int e = __atomic_exchange_n(&s->so_error, 0, __ATOMIC_ACQ_REL);
+
+	if (e && e != EPIPE)
+		return -e;
+	return broken_pipe(flags);
+}
+
+/*
+ * A send after the peer's end (rev: POLLHUP, its close; POLLERR, a broken
+ * connection).  Kernel TCP lets the first send after the peer's close go
+ * out: its bytes draw the peer's reset and are lost; from then on the
+ * socket shows ERR (SO_ERROR EPIPE) and HUP, and sends fail with EPIPE.
+ * rsockets has no reset, so the shim plays it: the first such send counts
+ * as sent and its bytes are dropped, and the connection is reset at once
+ * (on loopback the kernel's reset is back before send() returns).  A send
+ * that raced with the end and reached rsockets before it showed was a send
+ * before the peer's close arrived, as over a network: the next one is
+ * still the one let through.
+ */
+static ssize_t past_end(struct shim_sock *s, size_t want, short rev, int flags)
+{
+	if (rev & POLLERR)
+		return broken_pipe(flags);
+	/* Our data was in flight when the peer went: the reset is in, and
+	 * no send goes through (shim_rdma_revents shows it). */
+	if (__atomic_load_n(&s->wr_full, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&s->reset, 1, __ATOMIC_RELEASE);
+		return broken_pipe(flags);
+	}
+	if (__atomic_exchange_n(&s->reset, 1, __ATOMIC_ACQ_REL))
+		return broken_pipe_reset(s, flags);
+	__atomic_store_n(&s->so_error, EPIPE, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&s->tx_bytes, want, __ATOMIC_RELAXED);
+	shim_stat_tx(s->stat_ref, want);
+	shim_epoll_io(s);
+	return (ssize_t)want;
+}
+
 ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			int flags)
 {
@@ -250,14 +292,16 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		return broken_pipe(flags);
 	if (!want)
 		return 0;
+	if (__atomic_load_n(&s->reset, __ATOMIC_ACQUIRE))
+		return broken_pipe_reset(s, flags);
 	/* rsockets accepts sends into its buffer long after the peer has
-	 * gone (until credits run out): ask first, as a TCP send would learn
-	 * from the peer's reset, so no byte is silently dropped. */
+	 * gone (until credits run out): ask first, so that what follows is
+	 * TCP's answer, not bytes queued for nobody. */
 	{
 		struct pollfd p = { .fd = s->rs, .events = POLLOUT };
 
 		if (sg_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
-			return broken_pipe(flags);
+			return past_end(s, want, p.revents, flags);
 	}
 
 	while (sent < want) {
@@ -323,11 +367,17 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 
 short shim_rdma_revents(struct shim_sock *s, short rev, short want)
 {
-	/* The peer is gone.  With our data still in flight (its window was
-	 * full) TCP would have had a reset: IN|OUT|ERR|HUP, which no mask
-	 * hides, so a writer waiting for OUT wakes.  Otherwise it reads as
-	 * the peer's FIN: readable EOF, HUP only once we stopped writing. */
-	if ((rev & POLLHUP) && __atomic_load_n(&s->wr_full, __ATOMIC_RELAXED)) {
+	/* Reset (past_end): closed both ways, as a TCP socket after a reset;
+	 * ERR while its error is pending. */
+	if (__atomic_load_n(&s->reset, __ATOMIC_ACQUIRE)) {
+		rev |= POLLIN | POLLOUT | POLLHUP;
+		if (__atomic_load_n(&s->so_error, __ATOMIC_ACQUIRE))
+			rev |= POLLERR;
+	} else if ((rev & POLLHUP) &&
+		   __atomic_load_n(&s->wr_full, __ATOMIC_RELAXED)) {
+		/* The peer went with our data still in flight (its window
+		 * was full): TCP would have had a reset, IN|OUT|ERR|HUP,
+		 * which no mask hides, so a writer waiting for OUT wakes. */
 		rev |= POLLIN | POLLOUT | POLLERR;
 	} else if (rev & POLLHUP) {
 		rev |= POLLIN; /* EOF is readable */

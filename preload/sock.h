@@ -41,6 +41,9 @@ struct shim_sock {
 	bool rd_shut, wr_shut;	/* shutdown() seen */
 	bool wr_full;		/* the last send could not all go (atomic) */
 	int so_error;		/* pending SO_ERROR for the program */
+	/* atomic: the peer has gone and the one send TCP lets through after
+	 * that went (dropped): the connection is reset (io.c, past_end) */
+	int reset;
 	/* Program options remembered for the rsocket (0 = unset). */
 	unsigned int sndbuf, rcvbuf;
 	struct timeval rcvtimeo, sndtimeo;

@@ -65,7 +65,7 @@ FAILED=()
 # difference; a listed case that starts matching the kernel fails the test,
 # so this list can only shrink.
 declare -A KNOWN=(
-	[err]="rsockets has no RST: a send to a closed peer fails at once with EPIPE (TCP lets the first one through, then reports ERR/EPIPE), and unread data at the peer's close reads as EOF, not ECONNRESET"
+	[err]="rsockets has no RST: a peer that closed with unread data reads as EOF, without the ERR|HUP and ECONNRESET of TCP's reset (a send after the peer's close is played as TCP's: one goes through, then ERR|HUP, SO_ERROR EPIPE, EPIPE)"
 	[et]="edge-triggered IN: a read that leaves data behind is followed by one more event (rsockets shows no FIN behind unread data, so the shim reports rather than risk missing one); new data behind unread data gives its event as in the kernel"
 )
 compare() {
