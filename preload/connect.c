@@ -94,6 +94,36 @@ static void fill_local(int fd, struct shim_sock *s, int rs)
 				   shim_addr_port((struct sockaddr *)&k));
 }
 
+/*
+ * The rendezvous.  Under ERDMA_SHIM=require a refusal is retried for a
+ * moment: a prefork server's workers open the port's RDMA door at their
+ * first wait (socket.c), a little after the server said it was ready, and
+ * the kernel's backlog would have taken this connect meanwhile.  Auto mode
+ * falls back to TCP at once instead.
+ */
+#define REFUSED_RETRY_MS 1000
+
+static int connect_rdma(struct shim_sock *s, const struct sockaddr_storage *rdst,
+			socklen_t dlen, const struct sockaddr_storage *src,
+			socklen_t srclen)
+{
+	int64_t until = shim_now_ms() + REFUSED_RETRY_MS;
+	long nap_ms = 5;
+	int rs;
+
+	for (;;) {
+		rs = sg_connect((const struct sockaddr *)rdst, dlen,
+				(const struct sockaddr *)src, srclen,
+				(int)shim_cfg.connect_timeout_ms,
+				&(struct sg_bufs){ .snd = s->sndbuf, .rcv = s->rcvbuf });
+		if (rs != -ECONNREFUSED || shim_cfg.mode != SHIM_MODE_REQUIRE ||
+		    shim_now_ms() + nap_ms > until)
+			return rs;
+		nanosleep(&(struct timespec){ 0, nap_ms * 1000000L }, NULL);
+		nap_ms = nap_ms < 100 ? nap_ms * 2 : 100;
+	}
+}
+
 /* Try RDMA: the connected rsocket, or -errno (a reason to fall back). */
 static int try_rdma(int fd, struct shim_sock *s,
 		    const struct sockaddr_storage *dst, socklen_t dlen,
@@ -126,12 +156,13 @@ static int try_rdma(int fd, struct shim_sock *s,
 		*why = "negative cache";
 		return -ECONNREFUSED;
 	}
+	/* A program connecting to its own listener before it waits on it:
+	 * the door opens now (the kernel's backlog would take the connect). */
+	if (__atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED))
+		shim_listen_door_port(port);
 	if (reserve_port(fd, s, dst->ss_family, &src, &srclen) < 0)
 		srclen = 0;
-	rs = sg_connect((struct sockaddr *)&rdst, dlen,
-			srclen ? (struct sockaddr *)&src : NULL, srclen,
-			(int)shim_cfg.connect_timeout_ms,
-			&(struct sg_bufs){ .snd = s->sndbuf, .rcv = s->rcvbuf });
+	rs = connect_rdma(s, &rdst, dlen, srclen ? &src : NULL, srclen);
 	if (rs < 0) {
 		*why = "rsocket connect failed";
 		/* Local shortages (and -EBUSY: a local wait ran out, see

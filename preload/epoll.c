@@ -360,6 +360,24 @@ void shim_epoll_sock_changed(struct shim_sock *s)
 		for_each_reg_of(s, move_to_rdma);
 }
 
+static void add_door(struct ep_set *set, struct ep_reg **pp)
+{
+	struct ep_reg *r = *pp;
+	struct epoll_event kev = { .events = r->events,
+				   .data.u64 = (uint64_t)(uintptr_t)r | QFD_TAG };
+	int qfd = sg_listen_pollfd(r->s->rs);
+
+	if (r->marked && qfd >= 0)
+		(void)REAL(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, qfd, &kev);
+	kick(set);
+}
+
+void shim_epoll_door_opened(struct shim_sock *s)
+{
+	if (__atomic_load_n(&s->ep_regs, __ATOMIC_ACQUIRE))
+		for_each_reg_of(s, add_door);
+}
+
 static void kick_reg(struct ep_set *set, struct ep_reg **pp)
 {
 	(void)pp;
@@ -388,7 +406,7 @@ static int kernel_ctl(struct ep_set *set, int op, struct ep_reg *r,
 	kev.data.u64 = (uint64_t)(uintptr_t)r;
 	if (REAL(epoll_ctl)(set->epfd, op, r->fd, &kev) < 0)
 		return -errno;
-	if (r->s->kind == SHIM_SK_LISTEN)
+	if (r->s->kind == SHIM_SK_LISTEN && r->s->rs >= 0)
 		qfd = sg_listen_pollfd(r->s->rs);
 	if (qfd >= 0) {
 		/* Best effort: the listening fd itself is registered, and a
@@ -413,7 +431,8 @@ static void drop_reg(struct ep_set *set, struct ep_reg **pp)
 
 	if (r->marked) {
 		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
-		if (r->s->kind == SHIM_SK_LISTEN && sg_listen_pollfd(r->s->rs) >= 0)
+		if (r->s->kind == SHIM_SK_LISTEN && r->s->rs >= 0 &&
+		    sg_listen_pollfd(r->s->rs) >= 0)
 			REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL,
 					sg_listen_pollfd(r->s->rs), NULL);
 	}
@@ -526,10 +545,20 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
+	int r;
+
 	if (likely(!s || s->kind == SHIM_SK_INTERNAL || s->kind == SHIM_SK_DEAD ||
 		   s->kind == SHIM_SK_SVC || shim_in_lib()))
 		return REAL(epoll_ctl)(epfd, op, fd, ev);
-	return (int)shim_ret(ctl_slow(epfd, op, fd, s, ev));
+	s = shim_sock_ref(fd);
+	if (!s)
+		return REAL(epoll_ctl)(epfd, op, fd, ev);
+	/* A listener watched for connections: this process waits on it. */
+	if (op != EPOLL_CTL_DEL && !shim_bad_ptr(ev) && (ev->events & EPOLLIN))
+		shim_listen_door(s);
+	r = (int)shim_ret(ctl_slow(epfd, op, fd, s, ev));
+	shim_sock_put(s);
+	return r;
 }
 
 /*

@@ -12,6 +12,9 @@ struct ep_set;
 
 /* s became RDMA (connect): move its kernel registrations into ours. */
 void shim_epoll_sock_changed(struct shim_sock *s);
+/* Listener s opened its RDMA door: its registrations watch the door's
+ * accept queue too. */
+void shim_epoll_door_opened(struct shim_sock *s);
 /* The last fd of s was closed: its registrations go, as in the kernel. */
 void shim_epoll_forget(struct shim_sock *s);
 /*

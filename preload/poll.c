@@ -71,7 +71,9 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			p[i].fd = s->rs;
 			rdma = true;
 		} else if (s->kind == SHIM_SK_LISTEN) {
-			p[n] = (struct pollfd){ .fd = sg_listen_pollfd(s->rs),
+			if (fds[i].events & POLLIN)
+				shim_listen_door(s);
+			p[n] = (struct pollfd){ .fd = shim_listen_qfd(s),
 						.events = fds[i].events & POLLIN };
 			n++;
 		}
@@ -151,7 +153,7 @@ static int watch_fds(const struct pollfd *fds, nfds_t nfds, struct watch *w)
 			err = shim_watch_add(w, q, NULL, NULL);
 			if (!err && s && s->kind == SHIM_SK_LISTEN)
 				err = shim_watch_add(w, (struct pollfd){
-						.fd = sg_listen_pollfd(s->rs),
+						.fd = shim_listen_qfd(s),
 						.events = POLLIN }, NULL, NULL);
 			else if (!err && is_epoll_emul(s))
 				err = shim_epoll_watch(s->epset, w);

@@ -38,9 +38,11 @@ void shim_sock_put(struct shim_sock *s)
 		return;
 	if (s->epset)
 		shim_epoll_free(s->epset);
-	if (s->rs >= 0) {
-		if (s->kind == SHIM_SK_LISTEN)
-			__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
+	if (s->kind == SHIM_SK_LISTEN) {
+		/* counted from listen(), door or not */
+		shim_listen_door_shut(s);
+		__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
+	} else if (s->rs >= 0) {
 		sg_close(s->rs);
 		__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 	}

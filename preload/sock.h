@@ -34,6 +34,11 @@ struct shim_sock {
 	int ep_regs; /* atomic: epoll registrations naming this sock */
 	int ep_parked; /* atomic: a sleeping epoll_wait stopped watching it */
 	struct ep_set *epset; /* SHIM_SK_EPOLL */
+	/* SHIM_SK_LISTEN: its RDMA door, the rsocket listener, is opened by
+	 * the first wait for a connection in this process (socket.c). */
+	int door;    /* atomic: SHIM_DOOR_* */
+	int backlog; /* the program's */
+	int lfd;     /* the listening fd, for the log and the stats */
 	int rs;	    /* rsocket, -1 if none */
 	int family; /* the program's socket family */
 	bool nonblock;		/* the program's view of O_NONBLOCK */
@@ -90,6 +95,24 @@ void shim_fd_install(int fd, struct shim_sock *s);
 /* (socket.c) */
 /* fd -> sock with a reference held; NULL for fds the shim leaves alone. */
 struct shim_sock *shim_sock_ref(int fd);
+
+enum { SHIM_DOOR_NONE, SHIM_DOOR_OPENING, SHIM_DOOR_OPEN, SHIM_DOOR_SHUT };
+void shim_listen_door_slow(struct shim_sock *s);
+/* A process is about to wait for connections on listener s: open its RDMA
+ * door here if it has none yet. */
+static inline void shim_listen_door(struct shim_sock *s)
+{
+	if (s && s->kind == SHIM_SK_LISTEN &&
+	    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_NONE)
+		shim_listen_door_slow(s);
+}
+/* The door's accept queue fd, or -1 (no door: poll ignores the entry). */
+int shim_listen_qfd(struct shim_sock *s);
+/* Close the door for good (shutdown of the listener, fork child). */
+void shim_listen_door_shut(struct shim_sock *s);
+/* connect() to port on this host: open the door of our own listener on
+ * that port first, if it has none yet (a program connecting to itself). */
+void shim_listen_door_port(uint16_t port);
 
 /* Addresses: v4-mapped conversion between the program's family and the
  * rsocket's (rsockets are always created with the real family). */

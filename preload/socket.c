@@ -99,124 +99,176 @@ SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 
 int shim_live_listeners; /* RDMA listeners alive in this process */
 
-/* The rsocket listener for fd's address: the rsocket, or -errno. */
-static int listen_rdma_open(int fd, struct shim_sock *s, int backlog,
-			    struct sockaddr_storage *local, socklen_t *llen)
-{
-	struct sockaddr_storage laddr;
-	socklen_t alen;
-	uint16_t port;
-	int lrs;
+/*
+ * A listener's RDMA door: the rsocket listener at its address (port +
+ * ERDMA_SHIM_PORT_OFFSET).  rsockets completes every RDMA connection in
+ * the process that made the door, whether or not it ever calls accept, and
+ * a fork child can't use it.  So the door is not made at listen() but by
+ * the first wait for a connection in a process (accept, or the listener in
+ * a poll, select or epoll set): a prefork master that only listens and
+ * forks never makes one, and its first worker to wait gets it (the others
+ * serve the port over TCP: rdma_cm has one listener per port).  The cost:
+ * a client that connects between a server's listen() and its first wait
+ * finds no door and is served over TCP (README, "Process models").
+ */
 
-	*llen = sizeof(*local);
-	if (REAL(getsockname)(fd, (struct sockaddr *)local, llen) < 0)
-		return -errno;
-	alen = shim_addr_unmap((struct sockaddr *)local, *llen, &laddr);
-	port = shim_addr_port((struct sockaddr *)&laddr);
+/* The door's address (the listener's, port offset), or -errno: a reason
+ * to serve the port over TCP only. */
+static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
+		     socklen_t *alen)
+{
+	uint16_t port;
+
+	*alen = shim_addr_unmap((struct sockaddr *)&s->local, s->local_len, laddr);
+	port = shim_addr_port((struct sockaddr *)laddr);
 	if (!port)
-		return -EADDRNOTAVAIL; /* not bound yet: the kernel picks at listen */
-	if (!shim_config_allows(&shim_cfg, laddr.ss_family,
-				laddr.ss_family == AF_INET ?
-				(void *)&((struct sockaddr_in *)&laddr)->sin_addr :
-				(void *)&((struct sockaddr_in6 *)&laddr)->sin6_addr,
+		return -EADDRNOTAVAIL;
+	if (!shim_config_allows(&shim_cfg, laddr->ss_family,
+				laddr->ss_family == AF_INET ?
+				(void *)&((struct sockaddr_in *)laddr)->sin_addr :
+				(void *)&((struct sockaddr_in6 *)laddr)->sin6_addr,
 				port))
 		return -EACCES;
 	if (port + shim_cfg.port_offset > 65535)
 		return -ERANGE;
-	shim_addr_set_port((struct sockaddr *)&laddr,
+	shim_addr_set_port((struct sockaddr *)laddr,
 			   (uint16_t)(port + shim_cfg.port_offset));
-	if (!sg_available())
-		return -ENODEV;
+	return sg_available() ? 0 : -ENODEV;
+}
+
+/* The rsocket listener for s, or -errno. */
+static int door_make(struct shim_sock *s)
+{
+	struct sockaddr_storage laddr;
+	socklen_t alen;
+	int r, lrs;
+
+	r = door_addr(s, &laddr, &alen);
+	if (r < 0)
+		return r;
 	/* rdma-core 44's listen service thread has the stale-array bug of
 	 * its connect service (svc.c) once it holds a 4th listener. */
 	if (__atomic_add_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED) > 3) {
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 		return -EMFILE;
 	}
-	lrs = sg_listen((struct sockaddr *)&laddr, alen, backlog,
+	lrs = sg_listen((struct sockaddr *)&laddr, alen, s->backlog,
 			&(struct sg_bufs){ .snd = s->sndbuf, .rcv = s->rcvbuf });
 	if (lrs < 0)
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 	return lrs;
 }
 
-static void listen_rdma_drop(int lrs)
+void shim_listen_door_slow(struct shim_sock *s)
 {
+	int none = SHIM_DOOR_NONE, lrs;
+
+	if (!__atomic_compare_exchange_n(&s->door, &none, SHIM_DOOR_OPENING,
+					 false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return; /* settled, or another thread is opening it */
+	lrs = door_make(s);
+	if (lrs < 0) {
+		__atomic_store_n(&s->door, SHIM_DOOR_SHUT, __ATOMIC_RELEASE);
+		/* EADDRINUSE: the port's door is another process's (a prefork
+		 * sibling) or another listener's here (SO_REUSEPORT): the
+		 * port is on RDMA through it. */
+		if (lrs != -EADDRINUSE && shim_cfg.mode == SHIM_MODE_REQUIRE)
+			shim_warn("fd %d: no RDMA listener (%s): serving TCP only",
+				  s->lfd, strerror(-lrs));
+		else
+			shim_info("fd %d: listening on TCP only (%s)", s->lfd,
+				  strerror(-lrs));
+		shim_stat_kernel(s->lfd, ERDMA_PATH_LISTEN_TCP, NULL, -lrs, NULL, 0);
+		return;
+	}
+	s->rs = lrs;
+	__atomic_store_n(&s->door, SHIM_DOOR_OPEN, __ATOMIC_RELEASE);
+	shim_epoll_door_opened(s);
+	shim_stat_sock(s, s->lfd, ERDMA_PATH_LISTEN);
+	shim_dbg("fd %d: listening on TCP and RDMA", s->lfd);
+}
+
+/*
+ * Shut the door: the RDMA connections it completed that nobody accepted
+ * are closed (their clients see the end at once, as TCP's reset), then
+ * the rsocket listener.  The caller owns s->rs.
+ */
+static void door_shut(int lrs)
+{
+	int rs;
+
+	while ((rs = sg_accept(lrs, NULL, NULL)) >= 0)
+		sg_close(rs);
 	sg_close(lrs);
 	__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 }
 
-/* Both listeners are up: fd becomes a LISTEN sock. */
-static void listen_rdma_attach(int fd, struct shim_sock *s, int lrs,
-			       const struct sockaddr_storage *local,
-			       socklen_t llen)
+void shim_listen_door_shut(struct shim_sock *s)
 {
-	int fl;
+	int open = SHIM_DOOR_OPEN;
 
-	/* The kernel listener runs non-blocking underneath so accept() can
-	 * wait on both listeners; the program keeps its own view (fcntl). */
-	fl = REAL(fcntl)(fd, F_GETFL);
-	if (fl >= 0)
-		REAL(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
-	memcpy(&s->local, local, llen);
-	s->local_len = llen;
-	shim_sock_attach(s, SHIM_SK_LISTEN, lrs);
-	shim_stat_sock(s, fd, ERDMA_PATH_LISTEN);
-	shim_dbg("fd %d: listening on TCP and RDMA", fd);
+	if (__atomic_compare_exchange_n(&s->door, &open, SHIM_DOOR_SHUT, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		int lrs = s->rs;
+
+		s->rs = -1;
+		door_shut(lrs);
+	} else {
+		__atomic_store_n(&s->door, SHIM_DOOR_SHUT, __ATOMIC_RELEASE);
+	}
 }
 
-/*
- * SO_REUSEPORT listeners share a port in the kernel, but an rsocket port
- * has one listener: gRPC's servers open one per poller (clone_port).  The
- * first serves the port's RDMA arrivals, the others take TCP ones only,
- * which even `require` accepts: the port is reachable over RDMA.
- */
-static bool reuseport_sibling(int fd, int err)
+/* A listener of ours on port (the program's TCP port), door not open. */
+void shim_listen_door_port(uint16_t port)
 {
-	int on = 0;
-	socklen_t len = sizeof(on);
+	unsigned int span = shim_fdtable_span();
 
-	return err == -EADDRINUSE &&
-	       REAL(getsockopt)(fd, SOL_SOCKET, SO_REUSEPORT, &on, &len) == 0 && on;
+	for (unsigned int fd = 0; fd < span; fd++) {
+		struct shim_sock *s = shim_fd_get((int)fd);
+
+		if (s && s->kind == SHIM_SK_LISTEN &&
+		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_NONE &&
+		    shim_addr_port((struct sockaddr *)&s->local) == port) {
+			s = shim_sock_ref((int)fd);
+			if (s) {
+				shim_listen_door(s);
+				shim_sock_put(s);
+			}
+		}
+	}
 }
 
 SHIM_EXPORT int listen(int fd, int backlog)
 {
 	struct shim_sock *s = shim_fd_get(fd);
-	struct sockaddr_storage local;
-	socklen_t llen;
-	int r, lrs;
+	struct sockaddr_storage laddr;
+	socklen_t alen;
+	int r, fl;
 
 	if (likely(!s || s->kind != SHIM_SK_TCP))
 		return REAL(listen)(fd, backlog);
-	/*
-	 * A bound socket gets its rsocket listener first: a client connecting
-	 * while only the kernel listened would be refused on RDMA, served on
-	 * TCP, and cache the server as TCP-only (a restarted server).  One
-	 * bound by listen() itself (port 0) can only follow the kernel.
-	 */
-	lrs = listen_rdma_open(fd, s, backlog, &local, &llen);
 	r = REAL(listen)(fd, backlog);
-	if (r < 0) {
-		int e = errno;
-
-		if (lrs >= 0)
-			listen_rdma_drop(lrs);
-		errno = e;
+	if (r < 0)
 		return r;
-	}
-	if (lrs == -EADDRNOTAVAIL)
-		lrs = listen_rdma_open(fd, s, backlog, &local, &llen);
-	r = lrs < 0 ? lrs : 0;
-	if (lrs >= 0)
-		listen_rdma_attach(fd, s, lrs, &local, llen);
+	s->local_len = sizeof(s->local);
+	r = REAL(getsockname)(fd, (struct sockaddr *)&s->local, &s->local_len);
+	r = r < 0 ? -errno : door_addr(s, &laddr, &alen);
 	if (r < 0) {
 		shim_info("fd %d: listening on TCP only (%s)", fd, strerror(-r));
-		if (shim_cfg.mode == SHIM_MODE_REQUIRE && !reuseport_sibling(fd, r))
+		if (shim_cfg.mode == SHIM_MODE_REQUIRE)
 			return (int)shim_ret(r);
 		shim_stat_kernel(fd, ERDMA_PATH_LISTEN_TCP, NULL, -r, NULL, 0);
 		shim_fd_install(fd, NULL);
+		return 0;
 	}
+	s->backlog = backlog;
+	s->lfd = fd;
+	/* The kernel listener runs non-blocking underneath so accept() can
+	 * wait on both listeners; the program keeps its own view (fcntl). */
+	fl = REAL(fcntl)(fd, F_GETFL);
+	if (fl >= 0)
+		REAL(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
+	shim_sock_attach(s, SHIM_SK_LISTEN, -1);
 	return 0;
 }
 
@@ -260,6 +312,13 @@ static int adopt_accepted(struct shim_sock *ls, int rs,
 	return nfd;
 }
 
+int shim_listen_qfd(struct shim_sock *s)
+{
+	if (__atomic_load_n(&s->door, __ATOMIC_ACQUIRE) != SHIM_DOOR_OPEN)
+		return -1;
+	return sg_listen_pollfd(s->rs);
+}
+
 /*
  * Wait for either listener.  SO_RCVTIMEO bounds accept as in the kernel
  * (EAGAIN when it expires); a handler's EINTR restarts the wait when the
@@ -274,7 +333,7 @@ static int accept_wait(int fd, struct shim_sock *s, int64_t *deadline)
 	/* Both listeners are kernel fds here (the rsocket's accept queue):
 	 * rpoll on a listening rsocket can lag by seconds. */
 	struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-			       { .fd = sg_listen_pollfd(s->rs), .events = POLLIN } };
+			       { .fd = shim_listen_qfd(s), .events = POLLIN } };
 	for (;;) {
 		if (timed) {
 			if (!*deadline)
@@ -299,9 +358,12 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 	socklen_t plen;
 	int r;
 
+	shim_listen_door(s);
 	for (;;) {
 		plen = sizeof(peer);
-		r = sg_accept(s->rs, (struct sockaddr *)&peer, &plen);
+		r = -EAGAIN;
+		if (__atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_OPEN)
+			r = sg_accept(s->rs, (struct sockaddr *)&peer, &plen);
 		if (r >= 0) {
 			int nfd = adopt_accepted(s, r, (struct sockaddr *)&peer,
 						 flags);
@@ -358,8 +420,19 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || s->kind != SHIM_SK_RDMA))
+	if (likely(!s || (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN)))
 		return REAL(shutdown)(fd, how);
+	if (s->kind == SHIM_SK_LISTEN) {
+		/* No RDMA connection is accepted after it, as no TCP one is:
+		 * the queued ones end now (door_shut). */
+		r = REAL(shutdown)(fd, how);
+		if (r == 0 && how != SHUT_WR) {
+			shim_sock_get(s);
+			shim_listen_door_shut(s);
+			shim_sock_put(s);
+		}
+		return r;
+	}
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
 		errno = EINVAL;
 		return -1;

@@ -2,6 +2,11 @@
 /*
  * Peers known to have no RDMA listener.  The first connect to such a peer
  * pays for the rsocket probe; later ones within the TTL go straight to TCP.
+ * The TTL grows with each refusal in a row: 1 s, 2 s, 4 s ... up to
+ * ERDMA_SHIM_NEGCACHE_TTL_S.  A shimmed server's RDMA listener comes a
+ * moment after its TCP one (at its first wait: preload/socket.c), and a
+ * client that connects in between must not stay on TCP for the whole TTL;
+ * a TCP-only peer costs a handful of extra probes before the full TTL.
  * Sparse keys (address, port): uthash under one mutex — this is the connect
  * slow path, never the data path.
  */
@@ -23,7 +28,8 @@ struct neg_key {
 
 struct neg_ent {
 	struct neg_key key;
-	time_t added;
+	int64_t added_ms;
+	unsigned int strikes; /* refusals in a row */
 	UT_hash_handle hh;
 };
 
@@ -53,12 +59,12 @@ static bool make_key(const struct sockaddr *sa, struct neg_key *k)
 	return false;
 }
 
-static time_t mono_s(void)
+/* This entry's TTL in ms: 1 s doubled per strike, at most ttl_s. */
+static int64_t ttl_ms(const struct neg_ent *e, unsigned int ttl_s)
 {
-	struct timespec ts;
+	int64_t t = 1000LL << (e->strikes > 16 ? 15 : e->strikes - 1);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
+	return t < ttl_s * 1000LL ? t : ttl_s * 1000LL;
 }
 
 bool sg_negcache_hit(const struct sockaddr *dst, unsigned int ttl_s)
@@ -72,9 +78,12 @@ bool sg_negcache_hit(const struct sockaddr *dst, unsigned int ttl_s)
 	pthread_mutex_lock(&neg_lock);
 	HASH_FIND(hh, neg, &k, sizeof(k), e);
 	if (e) {
-		if (mono_s() - e->added < (time_t)ttl_s) {
+		int64_t age = shim_now_ms() - e->added_ms;
+
+		if (age < ttl_ms(e, ttl_s)) {
 			hit = true;
-		} else {
+		} else if (age > 2 * ttl_s * 1000LL) {
+			/* quiet for long: the strikes start over */
 			HASH_DEL(neg, e);
 			free(e);
 			neg_count--;
@@ -101,8 +110,10 @@ void sg_negcache_add(const struct sockaddr *dst)
 			neg_count++;
 		}
 	}
-	if (e)
-		e->added = mono_s();
+	if (e) {
+		e->added_ms = shim_now_ms();
+		e->strikes += e->strikes < 32;
+	}
 	pthread_mutex_unlock(&neg_lock);
 }
 

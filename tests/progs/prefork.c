@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prefork: the prefork server model (issue 14) and its clients.  Plain
+ * socket API only.
+ *
+ *   prefork serve ADDR WORKERS block|epoll
+ *       A master listens on ADDR (port 0), forks WORKERS workers and waits
+ *       for them; it never accepts.  Each worker accepts (a blocking accept
+ *       loop, or a non-blocking listener in an epoll set: nginx's shape)
+ *       and serves one request per connection: 8 bytes (size, seed), then
+ *       that many bytes of the seed's stream.  Prints "ready PORT" once the
+ *       workers are forked; on SIGTERM it ends them and exits.
+ *   prefork get ADDR PORT CLIENTS SIZE
+ *       CLIENTS threads each connect, ask for SIZE bytes with seed k and
+ *       check them (FNV-1a); prints "client k: SIZE bytes ok" (in order)
+ *       and exits 0 only if every client was served byte-exact.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_CLIENTS 64
+
+static uint32_t next(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+static uint64_t fnv(uint64_t h, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static void fill(unsigned char *p, size_t n, uint32_t *x)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)next(x);
+}
+
+static int full_io(int fd, void *buf, size_t n, int wr)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = wr ? send(fd, (char *)buf + done, n - done, MSG_NOSIGNAL)
+			       : recv(fd, (char *)buf + done, n - done, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* One request on a connected fd (blocking). */
+static void serve_one(int c)
+{
+	uint32_t req[2], x;
+	unsigned char buf[65536];
+	size_t left;
+
+	if (full_io(c, req, sizeof(req), 0) < 0)
+		return;
+	left = ntohl(req[0]);
+	x = ntohl(req[1]) | 1;
+	while (left) {
+		size_t n = left < sizeof(buf) ? left : sizeof(buf);
+
+		fill(buf, n, &x);
+		if (full_io(c, buf, n, 1) < 0)
+			return;
+		left -= n;
+	}
+}
+
+static void worker_block(int l)
+{
+	for (;;) {
+		int c = accept(l, NULL, NULL);
+
+		if (c < 0) {
+			if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED)
+				continue;
+			perror("accept");
+			_exit(1);
+		}
+		serve_one(c);
+		close(c);
+	}
+}
+
+/* nginx's shape: a non-blocking listener in an epoll set, accept until
+ * EAGAIN (another worker may take the connection first). */
+static void worker_epoll(int l)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	int ep = epoll_create1(0);
+
+	fcntl(l, F_SETFL, fcntl(l, F_GETFL) | O_NONBLOCK);
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev) < 0) {
+		perror("epoll_ctl");
+		_exit(1);
+	}
+	for (;;) {
+		if (epoll_wait(ep, &out, 1, -1) < 0)
+			continue;
+		for (;;) {
+			int c = accept4(l, NULL, NULL, 0);
+
+			if (c < 0)
+				break;
+			serve_one(c);
+			close(c);
+		}
+	}
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static int serve(const char *addr, int workers, const char *mode)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	pid_t pids[16];
+	int l, one = 1;
+
+	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1 || workers < 1 || workers > 16)
+		return 2;
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 128) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &len) < 0) {
+		perror("listen");
+		return 1;
+	}
+	signal(SIGTERM, on_term);
+	for (int i = 0; i < workers; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			signal(SIGTERM, SIG_DFL);
+			if (!strcmp(mode, "epoll"))
+				worker_epoll(l);
+			worker_block(l);
+		}
+	}
+	printf("ready %u\n", ntohs(a.sin_port));
+	fflush(stdout);
+	/* The master never accepts: it waits for SIGTERM. */
+	while (!stop)
+		pause();
+	for (int i = 0; i < workers; i++)
+		kill(pids[i], SIGTERM);
+	for (int i = 0; i < workers; i++)
+		waitpid(pids[i], NULL, 0);
+	return 0;
+}
+
+struct client {
+	pthread_t th;
+	struct sockaddr_in a;
+	uint32_t size, seed;
+	int ok;
+	char err[64];
+};
+
+static void *client_main(void *arg)
+{
+	struct client *k = arg;
+	uint32_t req[2] = { htonl(k->size), htonl(k->seed) }, x = k->seed | 1;
+	unsigned char buf[65536], want[65536];
+	uint64_t h1 = 0xcbf29ce484222325ULL, h2 = h1;
+	size_t left = k->size;
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (connect(c, (struct sockaddr *)&k->a, sizeof(k->a)) < 0) {
+		snprintf(k->err, sizeof(k->err), "connect: %s", strerrorname_np(errno));
+		close(c);
+		return NULL;
+	}
+	if (full_io(c, req, sizeof(req), 1) < 0) {
+		snprintf(k->err, sizeof(k->err), "send: %s", strerrorname_np(errno));
+		close(c);
+		return NULL;
+	}
+	while (left) {
+		size_t n = left < sizeof(buf) ? left : sizeof(buf);
+
+		if (full_io(c, buf, n, 0) < 0) {
+			snprintf(k->err, sizeof(k->err), "short read");
+			close(c);
+			return NULL;
+		}
+		fill(want, n, &x);
+		h1 = fnv(h1, buf, n);
+		h2 = fnv(h2, want, n);
+		left -= n;
+	}
+	close(c);
+	k->ok = h1 == h2;
+	if (!k->ok)
+		snprintf(k->err, sizeof(k->err), "checksum mismatch");
+	return NULL;
+}
+
+static int get(const char *addr, int port, int n, uint32_t size)
+{
+	static struct client k[MAX_CLIENTS];
+	int bad = 0;
+
+	if (n < 1 || n > MAX_CLIENTS)
+		return 2;
+	for (int i = 0; i < n; i++) {
+		k[i].a.sin_family = AF_INET;
+		k[i].a.sin_port = htons((uint16_t)port);
+		inet_pton(AF_INET, addr, &k[i].a.sin_addr);
+		k[i].size = size;
+		k[i].seed = (uint32_t)i + 1;
+		pthread_create(&k[i].th, NULL, client_main, &k[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(k[i].th, NULL);
+		if (k[i].ok)
+			printf("client %d: %u bytes ok\n", i, size);
+		else
+			printf("client %d: FAILED (%s)\n", i, k[i].err);
+		bad += !k[i].ok;
+	}
+	return bad ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 5 && !strcmp(argv[1], "serve"))
+		return serve(argv[2], atoi(argv[3]), argv[4]);
+	if (argc == 6 && !strcmp(argv[1], "get"))
+		return get(argv[2], atoi(argv[3]), atoi(argv[4]),
+			   (uint32_t)strtoul(argv[5], NULL, 0));
+	fprintf(stderr, "usage: prefork serve ADDR WORKERS block|epoll\n"
+			"       prefork get ADDR PORT CLIENTS SIZE\n");
+	return 2;
+}
