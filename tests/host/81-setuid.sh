@@ -18,6 +18,14 @@ chmod 755 "$TMP"
 cp "$P" "$TMP/plain"
 cp "$P" "$TMP/suid"; chown nobody "$TMP/suid"; chmod 4755 "$TMP/suid"
 cp "$P" "$TMP/sgid"; chgrp nogroup "$TMP/sgid"; chmod 2755 "$TMP/sgid"
+# The setuid-nobody copy loads the shim as nobody: a tree under a private
+# directory (a clone in /root, a mktemp -d) is out of its reach, and the
+# loader fails before the shim runs.  Then only the setgid copy is checked.
+secure="suid sgid"
+if ! setpriv --reuid=nobody --regid=nogroup --clear-groups test -r "$SHIM" 2>/dev/null; then
+	note "nobody cannot read $SHIM (a directory on its path is private): setuid-nobody copy not run, setgid only; clone the tree into a world-readable directory for both"
+	secure=sgid
+fi
 
 # run NAME BIN [VAR=VALUE...]: stdout+stderr of BIN with the variables set
 run() {
@@ -25,7 +33,7 @@ run() {
 	env -u LD_PRELOAD "$@" timeout 20 "$TMP/$b" >"$TMP/$n.out" 2>"$TMP/$n.err" ||
 		fail "$n: exit $?: $(cat "$TMP/$n.out" "$TMP/$n.err")"
 }
-for b in plain suid sgid; do
+for b in plain $secure; do
 	run "$b.log" "$b" ERDMA_SHIM_LOG=info ERDMA_SHIM_LOG_FILE="$TMP/log.$b.%p"
 	run "$b.bad" "$b" ERDMA_SHIM=bogus ERDMA_SHIM_LOG=debug
 done
@@ -36,7 +44,7 @@ ls "$TMP"/log.plain.* >/dev/null 2>&1 || fail "plain: ERDMA_SHIM_LOG_FILE not wr
 grep -qE "$BANNER_ERE" "$TMP"/log.plain.* || fail "plain: no banner in the log file"
 grep -q "ERDMA_SHIM='bogus' is invalid" "$TMP/plain.bad.err" || fail "plain: bad value not reported: $(cat "$TMP/plain.bad.err")"
 
-for b in suid sgid; do
+for b in $secure; do
 	grep -qx 'secure=1 shim=1 socket=ok' "$TMP/$b.log.out" ||
 		fail "$b: want AT_SECURE=1 with the shim mapped: $(cat "$TMP/$b.log.out")"
 	! ls "$TMP"/log.$b.* >/dev/null 2>&1 || fail "$b: opened ERDMA_SHIM_LOG_FILE from the environment"
@@ -45,4 +53,8 @@ for b in suid sgid; do
 	grep -qx 'secure=1 shim=1 socket=ok' "$TMP/$b.bad.out" || fail "$b: with ERDMA_SHIM=bogus: $(cat "$TMP/$b.bad.out")"
 	echo "PASS: $b: AT_SECURE=1, shim loaded, ERDMA_SHIM_* ignored (no log file, no banner, bad value unseen)"
 done
-result "setuid and setgid programs ignore ERDMA_SHIM_*; the same binary unprivileged obeys them"
+if [ "$secure" = sgid ]; then
+	result "setgid programs ignore ERDMA_SHIM_* (setuid not run: the tree is private); the same binary unprivileged obeys them"
+else
+	result "setuid and setgid programs ignore ERDMA_SHIM_*; the same binary unprivileged obeys them"
+fi

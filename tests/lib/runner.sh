@@ -6,6 +6,10 @@
 #
 # A test is any executable: exit 0 = pass, anything else (including 77) = fail;
 # a skipped test is a failure here, because a skipped RDMA suite proves nothing.
+# A test that needs longer than --timeout says so itself with a line
+# "# runner-timeout: SECONDS" among its first 20 lines (it replaces --timeout
+# for that test only; e.g. tests/host/90-targets.sh, which builds the tree
+# several times).
 # When ERDMA_RESULTS names a file, one "PASS|FAIL suite/name" line per test is
 # appended to it so tests/run-all can add up several suites (host and VM).
 set -u
@@ -27,9 +31,12 @@ fail=0
 for t in "$@"; do
 	name=$(basename "$t")
 	log="$logdir/$suite.$name.log"
+	t_s=$timeout_s
+	own=$(head -n 20 "$t" 2>/dev/null | sed -n 's/^# runner-timeout: \([0-9][0-9]*\)$/\1/p' | head -n 1)
+	[ -n "$own" ] && t_s=$own
 	start=$(date +%s.%N)
 	# --kill-after: a test that ignores SIGTERM still ends; the run never hangs.
-	timeout --kill-after=5 "$timeout_s" "$t" >"$log" 2>&1 </dev/null
+	timeout --kill-after=5 "$t_s" "$t" >"$log" 2>&1 </dev/null
 	rc=$?
 	secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')
 	if [ $rc -eq 0 ]; then
@@ -40,7 +47,7 @@ for t in "$@"; do
 	else
 		fail=$((fail + 1))
 		why="exit $rc"
-		[ $rc -eq 124 ] || [ $rc -eq 137 ] && why="timed out after ${timeout_s}s"
+		[ $rc -eq 124 ] || [ $rc -eq 137 ] && why="timed out after ${t_s}s"
 		echo "FAIL $suite/$name ($why, ${secs}s); last lines of $log:"
 		tail -n 40 "$log" | sed 's/^/    | /'
 		res=FAIL
