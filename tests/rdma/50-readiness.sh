@@ -13,6 +13,7 @@
 # the shim's log shows it tried RDMA first.  FIGURE lines: wake-up latency
 # and idle CPU of epoll_wait, from both runs.
 . "$(dirname "$0")/lib/common.bash"
+. "$(dirname "$0")/lib/transcript.bash"
 
 PROG=$PROGS/readiness
 [ -x "$PROG" ] || fail "$PROG is not built (run make on the host first)"
@@ -56,55 +57,13 @@ run() {
 	RUN_SECS=$(since "$t0")
 }
 
-# compare PLAIN SHIMMED: per case (the prefix before ':'), PASS or FAIL with
-# the difference; returns the number of differing cases in NDIFF, the
-# number compared in NCASES.
-FAILED=()
 # Deviations from kernel TCP that are understood and documented in README
-# ("Compatibility and limits").  They are still run and shown with their
-# difference; a listed case that starts matching the kernel fails the test,
-# so this list can only shrink.
+# ("Compatibility and limits"); see lib/transcript.bash.
 declare -A KNOWN=(
 	[err]="rsockets has no RST: a peer that closed with unread data reads as EOF, without the ERR|HUP and ECONNRESET of TCP's reset (a send after the peer's close is played as TCP's: one goes through, then ERR|HUP, SO_ERROR EPIPE, EPIPE)"
 	[et]="edge-triggered IN: a read that leaves data behind is followed by one more event (rsockets shows no FIN behind unread data, so the shim reports rather than risk missing one); new data behind unread data gives its event as in the kernel"
 )
-compare() {
-	local a=$WORK/$1.out b=$WORK/$2.out c
-	grep -v '^FIGURE:' "$a" >"$a.t" || true
-	grep -v '^FIGURE:' "$b" >"$b.t" || true
-	NDIFF=0 NCASES=0
-	# case names are single words: the prefix before the first ':'
-	# shellcheck disable=SC2013
-	for c in $(cut -d: -f1 "$a.t" "$b.t" | awk '!seen[$0]++'); do
-		if diff <(grep "^$c: " "$a.t") <(grep "^$c: " "$b.t") >/dev/null; then
-			[ "$c" = main ] && continue # setup and exit, identical
-			NCASES=$((NCASES + 1))
-			if [ -n "${KNOWN[$c]:-}" ]; then
-				NDIFF=$((NDIFF + 1))
-				FAILED+=("$c")
-				echo "FAIL $c: identical now, but listed as a known deviation: remove it from KNOWN and README"
-				continue
-			fi
-			echo "PASS $c"
-		elif [ -n "${KNOWN[$c]:-}" ]; then
-			NCASES=$((NCASES + 1))
-			KNOWN_SEEN+=("$c")
-			echo "KNOWN $c: ${KNOWN[$c]}"
-			diff -U0 <(grep "^$c: " "$a.t") <(grep "^$c: " "$b.t") |
-				grep -E '^[-+][^-+]' | sed 's/^/    /'
-		else
-			NCASES=$((NCASES + 1))
-			NDIFF=$((NDIFF + 1))
-			FAILED+=("$c")
-			echo "FAIL $c: kernel TCP (-) vs shim (+):"
-			diff -U0 <(grep "^$c: " "$a.t") <(grep "^$c: " "$b.t") |
-				grep -E '^[-+][^-+]' | sed 's/^/    /'
-		fi
-	done
-}
-
 fails=0
-KNOWN_SEEN=()
 
 # --- all default cases: kernel TCP, then the shim with ERDMA_SHIM=require ---
 run tcp 0 require --hold "$IP0"
@@ -133,7 +92,7 @@ case $rdma_qps in
 		fails=$((fails + 1))
 	fi ;;
 esac
-compare tcp rdma
+compare "$WORK/tcp.out" "$WORK/rdma.out"
 fails=$((fails + NDIFF))
 ncases=$NCASES ndiff=$NDIFF
 
@@ -152,7 +111,7 @@ else
 	tail -n 5 "$WORK/refused-rdma.err" | sed 's/^/    | /'
 	fails=$((fails + 1))
 fi
-compare refused-tcp refused-rdma
+compare "$WORK/refused-tcp.out" "$WORK/refused-rdma.out"
 fails=$((fails + NDIFF))
 ncases=$((ncases + NCASES)) ndiff=$((ndiff + NDIFF))
 

@@ -12,7 +12,8 @@ FAILED=()
 KNOWN_SEEN=()
 
 # compare PLAIN SHIMMED (files): PASS/KNOWN/FAIL per case; sets NDIFF (the
-# failures) and NCASES (the cases compared, "main" not counted).
+# failures) and NCASES (the cases compared; "main", setup and exit, counts
+# only when it differs).
 compare() {
 	local a=$1 b=$2 c
 	grep -v '^FIGURE:' "$a" >"$a.t" || true
@@ -21,9 +22,9 @@ compare() {
 	# case names are single words: the prefix before the first ':'
 	# shellcheck disable=SC2013
 	for c in $(cut -d: -f1 "$a.t" "$b.t" | awk '!seen[$0]++'); do
-		[ "$c" = main ] && continue # setup and exit
-		NCASES=$((NCASES + 1))
 		if diff <(grep "^$c: " "$a.t") <(grep "^$c: " "$b.t") >/dev/null; then
+			[ "$c" = main ] && continue # setup and exit, identical
+			NCASES=$((NCASES + 1))
 			if [ -n "${KNOWN[$c]:-}" ]; then
 				NDIFF=$((NDIFF + 1))
 				FAILED+=("$c")
@@ -33,6 +34,7 @@ compare() {
 			echo "PASS $c"
 			continue
 		fi
+		NCASES=$((NCASES + 1))
 		if [ -n "${KNOWN[$c]:-}" ]; then
 			KNOWN_SEEN+=("$c")
 			echo "KNOWN $c: ${KNOWN[$c]}"
