@@ -158,7 +158,7 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 	r = REAL(fcntl)(fd, cmd, arg);
 	if (cmd == F_GETFL && r >= 0 && s->kind == SHIM_SK_LISTEN)
 		r = (r & ~O_NONBLOCK) | (s->nonblock ? O_NONBLOCK : 0);
-	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0 && maybe_rdma(s)) {
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0) {
 		shim_sock_get(s);
 		shim_fd_install(r, s);
 	}
@@ -177,6 +177,15 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 		va_end(ap_);                                                   \
 	} while (0)
 
+/* fcntl's slow path: RDMA-able sockets, and an epoll fd's duplicates (the
+ * copy must find the same registry, as dup's does). */
+static bool fcntl_ours(const struct shim_sock *s, int cmd)
+{
+	return maybe_rdma(s) ||
+	       (s && s->kind == SHIM_SK_EPOLL &&
+		(cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC));
+}
+
 SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 {
 	struct shim_sock *s;
@@ -184,7 +193,7 @@ SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 
 	VA_ONE_ARG(cmd, arg);
 	s = shim_fd_get(fd);
-	if (likely(!maybe_rdma(s)))
+	if (likely(!fcntl_ours(s, cmd)))
 		return REAL(fcntl)(fd, cmd, arg);
 	return fcntl_slow(fd, s, cmd, arg);
 }
@@ -196,7 +205,7 @@ SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 
 	VA_ONE_ARG(cmd, arg);
 	s = shim_fd_get(fd);
-	if (likely(!maybe_rdma(s)))
+	if (likely(!fcntl_ours(s, cmd)))
 		return REAL(fcntl64)(fd, cmd, arg);
 	return fcntl_slow(fd, s, cmd, arg);
 }

@@ -611,10 +611,39 @@ static void case_lclose(void)
 	}
 }
 
+/* A copy of an epoll fd made by fcntl(F_DUPFD) is the same epoll set. */
+static void case_epdup(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, got;
+	struct pair p;
+	struct later l;
+	int64_t t0;
+	int ep, ep2, r;
+
+	if (mkpair(&p))
+		return;
+	ep = epoll_create1(0);
+	epoll_ctl(ep, EPOLL_CTL_ADD, p.s, &ev);
+	ep2 = fcntl(ep, F_DUPFD_CLOEXEC, 0);
+	say("fcntl(epfd, F_DUPFD_CLOEXEC) -> %s", ep2 >= 0 ? "fd" : en(errno));
+	later_start(&l, p.c, "x", 300);
+	t0 = now_ms();
+	r = epoll_wait(ep2, &got, 1, 3000);
+	say("epoll_wait on the copy, data after 0.3 s -> %d after %s", r,
+	    dur(now_ms() - t0));
+	later_join(&l);
+	close(ep);
+	r = epoll_wait(ep2, &got, 1, 0);
+	say("after close(original): the copy still shows it -> %d", r);
+	close(ep2);
+	unpair(&p);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = {
+	{ "epdup", case_epdup },
 	{ "lclose", case_lclose },
 	{ "pending", case_pending }, { "restart", case_restart },
 	{ "hup-out", case_hup_out }, { "shut-rd", case_shut_rd },
