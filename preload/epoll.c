@@ -286,6 +286,20 @@ static int get_set(int epfd, struct ep_set **out)
 	return 0;
 }
 
+/*
+ * A fork child has only the thread that forked: a lock another thread of
+ * the parent held is held for good here unless made anew, and no thread
+ * waits in any set.
+ */
+void shim_epoll_fork_child(void)
+{
+	pthread_mutex_init(&sets_lock, NULL);
+	for (struct ep_set *set = all_sets; set; set = set->next_set) {
+		pthread_mutex_init(&set->lock, NULL);
+		set->direct_waiters = 0;
+	}
+}
+
 void shim_epoll_free(struct ep_set *set)
 {
 	struct ep_set **pp;

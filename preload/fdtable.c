@@ -25,6 +25,11 @@ struct overflow_ent {
 static struct overflow_ent *overflow;
 static pthread_mutex_t overflow_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void shim_fdtable_fork_child(void)
+{
+	pthread_mutex_init(&overflow_lock, NULL);
+}
+
 int shim_fdtable_init(unsigned int cap_limit)
 {
 	struct rlimit rl;

@@ -35,5 +35,7 @@ void shim_fdtable_fini(void);
 
 /* Highest fd + 1 that may hold state (for close_range/closefrom sweeps). */
 unsigned int shim_fdtable_span(void);
+/* In a fork child: the overflow table's lock made anew. */
+void shim_fdtable_fork_child(void);
 
 #endif

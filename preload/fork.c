@@ -14,6 +14,7 @@
 #include "log.h"
 #include "sock.h"
 #include "glue.h"
+#include "epoll_int.h"
 
 #include <pthread.h>
 
@@ -53,9 +54,13 @@ static void disown_inherited(void)
  */
 static void child_after_fork(void)
 {
+	/* Locks first: another thread of the parent may have held one at the
+	 * fork, and it never lets go here (tests/rdma/46-forkstorm.sh). */
+	shim_fdtable_fork_child();
+	shim_epoll_fork_child();
+	sg_fork_child();
 	if (__atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED))
 		disown_inherited();
-	sg_fork_child();
 }
 
 void shim_fork_init(void)

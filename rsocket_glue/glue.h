@@ -101,5 +101,6 @@ int sg_apply_tunables(int rs, const struct shim_config *c,
 bool sg_negcache_hit(const struct sockaddr *dst, unsigned int ttl_s);
 void sg_negcache_add(const struct sockaddr *dst);
 void sg_negcache_del(const struct sockaddr *dst);
+void sg_negcache_fork_child(void);
 
 #endif

@@ -119,6 +119,11 @@ void sg_negcache_add(const struct sockaddr *dst)
 
 /* The peer turned out to be down altogether (its TCP connect failed too):
  * it is not "TCP only", and a restarted peer must get its RDMA back. */
+void sg_negcache_fork_child(void)
+{
+	pthread_mutex_init(&neg_lock, NULL);
+}
+
 void sg_negcache_del(const struct sockaddr *dst)
 {
 	struct neg_key k;

@@ -58,6 +58,7 @@ static pthread_mutex_t svc_mu = PTHREAD_MUTEX_INITIALIZER;
 void sg_fork_child(void)
 {
 	pthread_mutex_init(&svc_mu, NULL);
+	sg_negcache_fork_child();
 	sg_reap_fork_child();
 	if (__atomic_load_n(&lib_used, __ATOMIC_ACQUIRE))
 		fork_tainted = true;

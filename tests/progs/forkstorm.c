@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * forkstorm: fork while other threads are busy with sockets and epoll
+ * (issue 14).  Plain socket API only.
+ *
+ *   forkstorm ADDR FORKS
+ *
+ * One process connects to itself on ADDR; a streaming thread sends a
+ * checksummed stream over that connection and a reading thread checks it,
+ * and a churn thread makes epoll fds, registers the connection in them,
+ * polls and closes them, without pause.  Meanwhile the main thread forks
+ * FORKS times; each child makes an epoll fd, registers a new socket in it,
+ * waits on it for 0 ms, closes both and exits 0.  A child that is not back
+ * within 10 s is a hang (a lock some other thread held at the fork): it is
+ * killed and counted.  Prints "forks: N, hung: H, failed: F" and
+ * "stream: B bytes, ok|MISMATCH"; exits 0 only if all is well.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile bool done;
+static int cfd = -1, sfd = -1;
+static uint64_t sent_bytes, got_bytes;
+static bool mismatch;
+
+static uint8_t byte_at(uint64_t i)
+{
+	return (uint8_t)((i * 2654435761u) >> 13);
+}
+
+static void *streamer(void *arg)
+{
+	unsigned char buf[4096];
+	uint64_t pos = 0;
+
+	(void)arg;
+	while (!done) {
+		for (size_t i = 0; i < sizeof(buf); i++)
+			buf[i] = byte_at(pos + i);
+		ssize_t r = send(cfd, buf, sizeof(buf), MSG_NOSIGNAL);
+
+		if (r <= 0)
+			break;
+		pos += (uint64_t)r;
+	}
+	sent_bytes = pos;
+	shutdown(cfd, SHUT_WR);
+	return NULL;
+}
+
+static void *reader(void *arg)
+{
+	unsigned char buf[8192];
+	uint64_t pos = 0;
+
+	(void)arg;
+	for (;;) {
+		ssize_t r = recv(sfd, buf, sizeof(buf), 0);
+
+		if (r <= 0)
+			break;
+		for (ssize_t i = 0; i < r; i++)
+			if (buf[i] != byte_at(pos + (uint64_t)i))
+				mismatch = true;
+		pos += (uint64_t)r;
+	}
+	got_bytes = pos;
+	return NULL;
+}
+
+static void *churn(void *arg)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+
+	(void)arg;
+	while (!done) {
+		int ep = epoll_create1(EPOLL_CLOEXEC);
+
+		if (ep < 0)
+			continue;
+		epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+		epoll_wait(ep, &out, 1, 0);
+		close(ep);
+	}
+	return NULL;
+}
+
+static void child(void)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	int ep = epoll_create1(0);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (ep < 0 || s < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) < 0)
+		_exit(2);
+	epoll_wait(ep, &out, 1, 0);
+	close(s);
+	close(ep);
+	_exit(0);
+}
+
+/* Wait for pid at most 10 s: 0 exited 0, 1 failed, 2 hung (killed). */
+static int reap(pid_t pid)
+{
+	struct timespec nap = { 0, 1000000 };
+	int st;
+
+	for (int i = 0; i < 10000; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+		nanosleep(&nap, NULL);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	pthread_t th[3];
+	int l, forks, hung = 0, failed = 0;
+
+	if (argc != 3 || inet_pton(AF_INET, argv[1], &a.sin_addr) != 1) {
+		fprintf(stderr, "usage: forkstorm ADDR FORKS\n");
+		return 2;
+	}
+	forks = atoi(argv[2]);
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 4) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &len) < 0) {
+		perror("listen");
+		return 1;
+	}
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(cfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    (sfd = accept(l, NULL, NULL)) < 0) {
+		perror("connect");
+		return 1;
+	}
+	pthread_create(&th[0], NULL, streamer, NULL);
+	pthread_create(&th[1], NULL, reader, NULL);
+	pthread_create(&th[2], NULL, churn, NULL);
+	for (int i = 0; i < forks; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0)
+			child();
+		if (pid < 0) {
+			failed++;
+			continue;
+		}
+		switch (reap(pid)) {
+		case 1:
+			failed++;
+			break;
+		case 2:
+			hung++;
+			break;
+		}
+	}
+	done = true;
+	pthread_join(th[0], NULL);
+	pthread_join(th[2], NULL);
+	pthread_join(th[1], NULL);
+	printf("forks: %d, hung: %d, failed: %d\n", forks, hung, failed);
+	printf("stream: %s, %s\n", got_bytes == sent_bytes && got_bytes ? "all bytes" : "bytes lost",
+	       mismatch ? "MISMATCH" : "ok");
+	fflush(stdout);
+	return hung || failed || mismatch || got_bytes != sent_bytes || !got_bytes;
+}
