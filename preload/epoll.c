@@ -287,6 +287,25 @@ static int get_set(int epfd, struct ep_set **out)
 }
 
 /*
+ * fd, one of the numbers of epoll sock s, is being closed while others
+ * remain (dup, F_DUPFD): the registry's kernel calls go through another
+ * one from now on, as the kernel's epoll set lives on behind it.
+ */
+void shim_epoll_fd_closing(struct shim_sock *s, int fd)
+{
+	struct ep_set *set = s->epset;
+	unsigned int span = shim_fdtable_span();
+
+	if (!set || __atomic_load_n(&set->epfd, __ATOMIC_ACQUIRE) != fd)
+		return;
+	for (unsigned int k = 0; k < span; k++)
+		if ((int)k != fd && shim_fd_get((int)k) == s) {
+			__atomic_store_n(&set->epfd, (int)k, __ATOMIC_RELEASE);
+			return;
+		}
+}
+
+/*
  * A fork child has only the thread that forked: a lock another thread of
  * the parent held is held for good here unless made anew, and no thread
  * waits in any set.

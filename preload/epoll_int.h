@@ -35,6 +35,8 @@ static inline void shim_epoll_io(struct shim_sock *s)
  */
 int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out);
 
+/* fd of epoll sock s is being closed, and s lives on in another fd. */
+void shim_epoll_fd_closing(struct shim_sock *s, int fd);
 /* In a fork child: the registries' locks made anew (fork.c). */
 void shim_epoll_fork_child(void);
 /* An epoll fd's sock is being freed. */

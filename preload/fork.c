@@ -58,6 +58,7 @@ static void child_after_fork(void)
 	 * fork, and it never lets go here (tests/rdma/46-forkstorm.sh). */
 	shim_fdtable_fork_child();
 	shim_epoll_fork_child();
+	shim_sleep_fork_child();
 	sg_fork_child();
 	if (__atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED))
 		disown_inherited();

@@ -484,14 +484,22 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 	return shim_rdma_sendv(s, &v, 1, flags);
 }
 
+static void put_cb(void *s)
+{
+	shim_sock_put(s);
+}
+
 /* The slow path of every wrapper: hold a reference across the call so a
- * concurrent close() can't free the rsocket underneath us. */
+ * concurrent close() can't free the rsocket underneath us -- given back
+ * also when the thread is cancelled in the call (a blocking recv is a
+ * cancellation point), or the connection would outlive its last close. */
 #define RDMA_CALL(s, expr)                                                     \
 	({                                                                     \
 		ssize_t r_;                                                    \
 		shim_sock_get(s);                                              \
+		pthread_cleanup_push(put_cb, s);                               \
 		r_ = (expr);                                                   \
-		shim_sock_put(s);                                              \
+		pthread_cleanup_pop(1);                                        \
 		shim_ret(r_);                                                  \
 	})
 

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,6 +99,16 @@ extern __thread int *shim_pair_capture;
 
 /* Set by rsocket_glue around rconnect/raccept: see preload/svc.c. */
 extern __thread bool shim_svc_guard;
+
+/*
+ * cancel.c: the shim's sleep in rsockets runs with cancellation disabled
+ * (a thread cancelled inside rpoll would leave its poll gate held); enter
+ * returns an eventfd that pthread_cancel writes, to add to the sleep's fds.
+ * leave restores the state and, if a cancel came, acts on it.
+ */
+int shim_sleep_enter(int *cancel_state);
+void shim_sleep_leave(int cancel_state, bool woken);
+void shim_sleep_fork_child(void);
 
 /* sig.c: would the kernel restart a socket call that a handler interrupted
  * (SA_RESTART, no socket timeout)?  Asked after an internal wait's EINTR. */

@@ -34,6 +34,8 @@ void shim_fd_install(int fd, struct shim_sock *s)
 				shim_stat_release(stale);
 			if (__atomic_load_n(&stale->ep_regs, __ATOMIC_ACQUIRE))
 				shim_epoll_forget(stale);
+		} else if (stale->kind == SHIM_SK_EPOLL) {
+			shim_epoll_fd_closing(stale, fd);
 		}
 		shim_sock_put(stale);
 	}

@@ -615,11 +615,12 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 {
 	struct itimerspec its = { 0 };
 	struct pollfd stack[64], *all = stack;
-	int tfd = -1, r;
+	int tfd = -1, r, wfd = -1, cs = 0;
+	bool asleep = false;
 	nfds_t n = nfds, i;
 
-	if (2 * nfds + 1 > ARRAY_SIZE(stack)) {
-		all = malloc((2 * nfds + 1) * sizeof(*all));
+	if (2 * nfds + 2 > ARRAY_SIZE(stack)) {
+		all = malloc((2 * nfds + 2) * sizeof(*all));
 		if (!all)
 			return -ENOMEM;
 	}
@@ -642,9 +643,17 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		timerfd_settime(tfd, 0, &its, NULL);
 		all[n++] = (struct pollfd){ .fd = tfd, .events = POLLIN };
 	}
+	/* No cancellation inside rpoll (see preload/cancel.c): a cancel
+	 * wakes the sleep through wfd and is acted on after it. */
+	wfd = shim_sleep_enter(&cs);
+	asleep = true;
+	if (wfd >= 0)
+		all[n++] = (struct pollfd){ .fd = wfd, .events = POLLIN };
 	shim_lib_sigmask = mask;
 	r = (int)LIB_CALL(rpoll(all, n, -1));
 	shim_lib_sigmask = NULL;
+	if (wfd >= 0)
+		n--; /* not the caller's, nor a cm duplicate */
 	if (r < 0)
 		goto out;
 	/* A cm duplicate that fired: is its rsocket gone? */
@@ -662,6 +671,8 @@ out:
 		REAL(close)(tfd);
 	if (all != stack)
 		free(all);
+	if (asleep) /* a cancellation point, with nothing of ours held here */
+		shim_sleep_leave(cs, false);
 	return r;
 }
 
@@ -686,7 +697,11 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	if (r != 0)
 		return r;
 	if (timeout_ms < 0) {
-		r = sleep_fds(fds, nfds, -1, mask);
+		/* 0: woken with nothing for the caller (a cancel the thread
+		 * does not act on, an rdma_cm event that was not the end) */
+		do
+			r = sleep_fds(fds, nfds, -1, mask);
+		while (r == 0);
 	} else {
 		/* The spin counts against the caller's timeout. */
 		left_us = timeout_ms * 1000L - (max ? us_since(&t0) : 0);

@@ -35,6 +35,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -611,6 +612,67 @@ static void case_lclose(void)
 	}
 }
 
+static void *recv_main(void *arg)
+{
+	char b;
+
+	recv(*(int *)arg, &b, 1, 0);
+	return NULL;
+}
+
+static long cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000L +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+/*
+ * pthread_cancel of a thread blocked in recv: it ends at once; the rest of
+ * the process still sleeps when it waits (no spinning), and closing the
+ * socket then ends the connection for the peer.
+ */
+static void case_cancel(void)
+{
+	struct timeval tv = { 3, 0 };
+	struct timespec dl;
+	struct pair p1, p2;
+	struct later l;
+	pthread_t th;
+	char buf[8], n[24];
+	int64_t t0;
+	long r, c0;
+
+	if (mkpair(&p1) || mkpair(&p2))
+		return;
+	pthread_create(&th, NULL, recv_main, &p1.s);
+	t0 = now_ms();
+	pthread_cancel(th);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 3;
+	r = pthread_timedjoin_np(th, NULL, &dl);
+	say("cancel a thread blocked in recv -> %s after %s", r ? "not joined" : "joined",
+	    dur(now_ms() - t0));
+	later_start(&l, p2.c, "x", 500);
+	c0 = cpu_ms();
+	t0 = now_ms();
+	r = recv(p2.s, buf, sizeof(buf), 0);
+	say("then another recv, data after 0.5 s -> %s after %s, CPU %s",
+	    rstr(r, n, sizeof(n)), dur(now_ms() - t0),
+	    cpu_ms() - c0 < 250 ? "idle" : "busy");
+	later_join(&l);
+	close(p1.s);
+	p1.s = -1;
+	setsockopt(p1.c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	r = recv(p1.c, buf, sizeof(buf), 0);
+	say("close of the cancelled thread's socket: its peer reads -> %s",
+	    r == 0 ? "EOF" : rstr(r, n, sizeof(n)));
+	unpair(&p1);
+	unpair(&p2);
+}
+
 /* A copy of an epoll fd made by fcntl(F_DUPFD) is the same epoll set. */
 static void case_epdup(void)
 {
@@ -643,7 +705,7 @@ static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = {
-	{ "epdup", case_epdup },
+	{ "epdup", case_epdup },     { "cancel", case_cancel },
 	{ "lclose", case_lclose },
 	{ "pending", case_pending }, { "restart", case_restart },
 	{ "hup-out", case_hup_out }, { "shut-rd", case_shut_rd },
