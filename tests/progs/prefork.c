@@ -98,8 +98,10 @@ static void worker_block(int l)
 	for (;;) {
 		int c = accept(l, NULL, NULL);
 
+		/* The listener is blocking: EAGAIN here would be the shim's
+		 * doing (a worker's blocking accept must block). */
 		if (c < 0) {
-			if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED)
+			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			perror("accept");
 			_exit(1);
