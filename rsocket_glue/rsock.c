@@ -90,9 +90,13 @@ bool sg_available(void)
 		shim_leave_lib();
 	}
 	st = n > 0 ? 1 : -1;
-	__atomic_store_n(&avail_state, st, __ATOMIC_RELEASE);
-	shim_info("RDMA %s (%d device%s)", st > 0 ? "available" : "not available",
-		  n, n == 1 ? "" : "s");
+	/* Threads asking at once all look; the first to answer says so. */
+	int unknown = 0;
+	if (__atomic_compare_exchange_n(&avail_state, &unknown, st, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		shim_info("RDMA %s (%d device%s)",
+			  st > 0 ? "available" : "not available", n,
+			  n == 1 ? "" : "s");
 	return st > 0;
 }
 
