@@ -91,14 +91,19 @@ events { worker_connections 64; }
 http {
 	access_log off;
 	sendfile on;
+	client_body_temp_path $WORK/body;
+	proxy_temp_path $WORK/proxy;
+	fastcgi_temp_path $WORK/fastcgi;
+	uwsgi_temp_path $WORK/uwsgi;
+	scgi_temp_path $WORK/scgi;
 	server { listen $IP0:$port; root $www; }
 }
 NGX
 	for run in kernel shim; do
 		if [ $run = shim ]; then
-			bg "$WORK/nginx.$run" env LD_PRELOAD="$PRELOAD" ERDMA_SHIM_LOG=debug nginx -c "$WORK/nginx.conf" -p "$WORK"
+			bg "$WORK/nginx.$run" env LD_PRELOAD="$PRELOAD" ERDMA_SHIM_LOG=debug nginx -e stderr -c "$WORK/nginx.conf" -p "$WORK"
 		else
-			bg "$WORK/nginx.$run" nginx -c "$WORK/nginx.conf" -p "$WORK"
+			bg "$WORK/nginx.$run" nginx -e stderr -c "$WORK/nginx.conf" -p "$WORK"
 		fi
 		SRV=$BG_PID
 		wait_for "$WORK/nginx.$run" 'start worker process' 30
