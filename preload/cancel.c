@@ -8,12 +8,12 @@
  * with cancellation disabled (shim_sleep_enter), and pthread_cancel wakes
  * it through an eventfd the sleeper watches; the sleeper acts on the
  * cancel once it is out of rsockets (shim_sleep_leave), as a blocked recv
- * is cancelled in the kernel.
+ * is cancelled in the kernel.  The eventfd is made per sleep: a long-lived
+ * one could be closed under us by the program (close_range, closefrom).
  */
 #include "shim.h"
 
 #include <pthread.h>
-#include <stdlib.h>
 #include <sys/eventfd.h>
 
 struct sleeper {
@@ -22,66 +22,16 @@ struct sleeper {
 	struct sleeper *next;
 };
 
-/* Threads asleep now, and cancels asked of threads that were not. */
+/* Threads asleep now. */
 static pthread_mutex_t sleepers_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct sleeper *sleepers;
-#define MAX_PENDING 16
-static pthread_t pending[MAX_PENDING];
-static int npending;
-
 static __thread struct sleeper me = { .efd = -1 };
-static pthread_key_t efd_key;
-static pthread_once_t efd_once = PTHREAD_ONCE_INIT;
 
-static void efd_close(void *p)
-{
-	REAL(close)((int)(intptr_t)p - 1);
-}
-
-static void efd_key_init(void)
-{
-	(void)pthread_key_create(&efd_key, efd_close);
-}
-
-/* A cancel asked of self while it was not asleep (taken: once). */
-static bool take_pending(pthread_t self)
-{
-	for (int i = 0; i < npending; i++)
-		if (pthread_equal(pending[i], self)) {
-			pending[i] = pending[--npending];
-			return true;
-		}
-	return false;
-}
-
-int shim_sleep_enter(int *cancel_state)
-{
-	pthread_t self = pthread_self();
-	bool was_asked;
-
-	if (me.efd < 0) {
-		me.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		pthread_once(&efd_once, efd_key_init);
-		if (me.efd >= 0)
-			(void)pthread_setspecific(efd_key, (void *)(intptr_t)(me.efd + 1));
-	}
-	me.th = self;
-	pthread_mutex_lock(&sleepers_mu);
-	was_asked = take_pending(self);
-	me.next = sleepers;
-	sleepers = &me;
-	pthread_mutex_unlock(&sleepers_mu);
-	if (was_asked)
-		shim_sleep_leave(PTHREAD_CANCEL_ENABLE, true); /* may not return */
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, cancel_state);
-	return me.efd;
-}
-
-void shim_sleep_leave(int cancel_state, bool woken)
+static void unregister(void *arg)
 {
 	struct sleeper **pp;
-	uint64_t v;
 
+	(void)arg;
 	pthread_mutex_lock(&sleepers_mu);
 	for (pp = &sleepers; *pp; pp = &(*pp)->next)
 		if (*pp == &me) {
@@ -89,11 +39,38 @@ void shim_sleep_leave(int cancel_state, bool woken)
 			break;
 		}
 	pthread_mutex_unlock(&sleepers_mu);
-	if (me.efd >= 0 && REAL(read)(me.efd, &v, sizeof(v)) == sizeof(v))
-		woken = true;
+	if (me.efd >= 0)
+		REAL(close)(me.efd);
+	me.efd = -1;
+}
+
+int shim_sleep_enter(int *cancel_state)
+{
+	me.th = pthread_self();
+	me.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pthread_mutex_lock(&sleepers_mu);
+	me.next = sleepers;
+	sleepers = &me;
+	pthread_mutex_unlock(&sleepers_mu);
+	/* A cancel that came before we were listed: glibc keeps it, and acts
+	 * on it here under the thread's own state (we are not in rsockets). */
+	pthread_cleanup_push(unregister, NULL);
+	pthread_testcancel();
+	pthread_cleanup_pop(0);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, cancel_state);
+	return me.efd;
+}
+
+bool shim_sleep_leave(int cancel_state)
+{
+	uint64_t v;
+	bool woken = me.efd >= 0 && REAL(read)(me.efd, &v, sizeof(v)) == sizeof(v);
+
+	unregister(NULL);
 	pthread_setcancelstate(cancel_state, NULL);
 	if (woken)
 		pthread_testcancel();
+	return woken; /* not acted on: cancellation is disabled or deferred */
 }
 
 /* A fork child has only the thread that forked. */
@@ -101,13 +78,11 @@ void shim_sleep_fork_child(void)
 {
 	pthread_mutex_init(&sleepers_mu, NULL);
 	sleepers = NULL;
-	npending = 0;
 }
 
 SHIM_EXPORT int pthread_cancel(pthread_t th)
 {
 	struct sleeper *s;
-	bool asleep = false;
 	int r;
 
 	shim_ensure_init();
@@ -116,12 +91,8 @@ SHIM_EXPORT int pthread_cancel(pthread_t th)
 		return r;
 	pthread_mutex_lock(&sleepers_mu);
 	for (s = sleepers; s; s = s->next)
-		if (pthread_equal(s->th, th)) {
+		if (pthread_equal(s->th, th) && s->efd >= 0)
 			(void)eventfd_write(s->efd, 1);
-			asleep = true;
-		}
-	if (!asleep && npending < MAX_PENDING && !take_pending(th))
-		pending[npending++] = th;
 	pthread_mutex_unlock(&sleepers_mu);
 	return 0;
 }

@@ -398,7 +398,7 @@ static void add_door(struct ep_set *set, struct ep_reg **pp)
 	struct ep_reg *r = *pp;
 	struct epoll_event kev = { .events = r->events,
 				   .data.u64 = (uint64_t)(uintptr_t)r | QFD_TAG };
-	int qfd = sg_listen_pollfd(r->s->rs);
+	int qfd = shim_listen_qfd(r->s);
 
 	if (r->marked && qfd >= 0)
 		(void)REAL(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, qfd, &kev);
@@ -439,8 +439,8 @@ static int kernel_ctl(struct ep_set *set, int op, struct ep_reg *r,
 	kev.data.u64 = (uint64_t)(uintptr_t)r;
 	if (REAL(epoll_ctl)(set->epfd, op, r->fd, &kev) < 0)
 		return -errno;
-	if (r->s->kind == SHIM_SK_LISTEN && r->s->rs >= 0)
-		qfd = sg_listen_pollfd(r->s->rs);
+	if (r->s->kind == SHIM_SK_LISTEN)
+		qfd = shim_listen_qfd(r->s);
 	if (qfd >= 0) {
 		/* Best effort: the listening fd itself is registered, and a
 		 * second registration of the same listener (a dup) finds the
@@ -464,10 +464,10 @@ static void drop_reg(struct ep_set *set, struct ep_reg **pp)
 
 	if (r->marked) {
 		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
-		if (r->s->kind == SHIM_SK_LISTEN && r->s->rs >= 0 &&
-		    sg_listen_pollfd(r->s->rs) >= 0)
-			REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL,
-					sg_listen_pollfd(r->s->rs), NULL);
+		int qfd = r->s->kind == SHIM_SK_LISTEN ? shim_listen_qfd(r->s) : -1;
+
+		if (qfd >= 0)
+			REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, qfd, NULL);
 	}
 	reg_unlink(set, pp);
 	kick(set);

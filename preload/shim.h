@@ -104,10 +104,11 @@ extern __thread bool shim_svc_guard;
  * cancel.c: the shim's sleep in rsockets runs with cancellation disabled
  * (a thread cancelled inside rpoll would leave its poll gate held); enter
  * returns an eventfd that pthread_cancel writes, to add to the sleep's fds.
- * leave restores the state and, if a cancel came, acts on it.
+ * leave restores the state and, if a cancel came, acts on it (a cancellation
+ * point: hold nothing of ours across it).
  */
 int shim_sleep_enter(int *cancel_state);
-void shim_sleep_leave(int cancel_state, bool woken);
+bool shim_sleep_leave(int cancel_state); /* true: woken by a cancel */
 void shim_sleep_fork_child(void);
 
 /* sig.c: would the kernel restart a socket call that a handler interrupted

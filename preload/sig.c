@@ -20,7 +20,9 @@
  */
 bool shim_eintr_restarts(void)
 {
+	int saved = errno; /* glibc refuses sigaction on its own signals */
 	sigset_t blocked;
+	bool restart = true;
 
 	if (pthread_sigmask(SIG_BLOCK, NULL, &blocked) != 0)
 		return false;
@@ -31,8 +33,11 @@ bool shim_eintr_restarts(void)
 			continue; /* blocked, or glibc's own (SIGCANCEL...) */
 		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
 			continue;
-		if (!(sa.sa_flags & SA_RESTART))
-			return false;
+		if (!(sa.sa_flags & SA_RESTART)) {
+			restart = false;
+			break;
+		}
 	}
-	return true;
+	errno = saved;
+	return restart;
 }

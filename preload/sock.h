@@ -37,6 +37,7 @@ struct shim_sock {
 	/* SHIM_SK_LISTEN: its RDMA door, the rsocket listener, is opened by
 	 * the first wait for a connection in this process (socket.c). */
 	int door;    /* atomic: SHIM_DOOR_* */
+	int door_users; /* atomic: threads inside a raccept on it */
 	int backlog; /* the program's */
 	int lfd;     /* the listening fd, for the log and the stats */
 	int rs;	    /* rsocket, -1 if none */

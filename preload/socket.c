@@ -14,7 +14,9 @@
 #include <sys/uio.h>
 
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 
 /* Put s on fd, dropping whatever a close we never saw left there. */
 void shim_fd_install(int fd, struct shim_sock *s)
@@ -161,13 +163,20 @@ static int door_make(struct shim_sock *s)
 	return lrs;
 }
 
+static void door_shut(int lrs);
+
 void shim_listen_door_slow(struct shim_sock *s)
 {
-	int none = SHIM_DOOR_NONE, lrs;
+	int none = SHIM_DOOR_NONE, opening = SHIM_DOOR_OPENING, lrs;
 
 	if (!__atomic_compare_exchange_n(&s->door, &none, SHIM_DOOR_OPENING,
-					 false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return; /* settled, or another thread is opening it */
+					 false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		/* Another thread is opening it: wait for the outcome, so that
+		 * this thread's wait watches the door too (rlisten: ms). */
+		while (__atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_OPENING)
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		return;
+	}
 	lrs = door_make(s);
 	if (lrs < 0) {
 		__atomic_store_n(&s->door, SHIM_DOOR_SHUT, __ATOMIC_RELEASE);
@@ -184,7 +193,12 @@ void shim_listen_door_slow(struct shim_sock *s)
 		return;
 	}
 	s->rs = lrs;
-	__atomic_store_n(&s->door, SHIM_DOOR_OPEN, __ATOMIC_RELEASE);
+	if (!__atomic_compare_exchange_n(&s->door, &opening, SHIM_DOOR_OPEN, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		s->rs = -1; /* shut meanwhile (shutdown): no door after it */
+		door_shut(lrs);
+		return;
+	}
 	shim_epoll_door_opened(s);
 	shim_stat_sock(s, s->lfd, ERDMA_PATH_LISTEN);
 	shim_dbg("fd %d: listening on TCP and RDMA", s->lfd);
@@ -205,18 +219,38 @@ static void door_shut(int lrs)
 	__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 }
 
+/* Take the door for one raccept: false if it is not open (door_shut waits
+ * for its users: a raccept on a closed rsocket reads freed memory). */
+static bool door_enter(struct shim_sock *s)
+{
+	__atomic_add_fetch(&s->door_users, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->door, __ATOMIC_SEQ_CST) == SHIM_DOOR_OPEN)
+		return true;
+	__atomic_sub_fetch(&s->door_users, 1, __ATOMIC_SEQ_CST);
+	return false;
+}
+
+static void door_leave(struct shim_sock *s)
+{
+	__atomic_sub_fetch(&s->door_users, 1, __ATOMIC_SEQ_CST);
+}
+
 void shim_listen_door_shut(struct shim_sock *s)
 {
 	int open = SHIM_DOOR_OPEN;
 
 	if (__atomic_compare_exchange_n(&s->door, &open, SHIM_DOOR_SHUT, false,
-					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+					__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
 		int lrs = s->rs;
 
+		/* users are inside a non-blocking raccept: a moment */
+		while (__atomic_load_n(&s->door_users, __ATOMIC_SEQ_CST))
+			sched_yield();
 		s->rs = -1;
 		door_shut(lrs);
 	} else {
-		__atomic_store_n(&s->door, SHIM_DOOR_SHUT, __ATOMIC_RELEASE);
+		/* none yet, or being opened: its opener shuts it */
+		__atomic_store_n(&s->door, SHIM_DOOR_SHUT, __ATOMIC_SEQ_CST);
 	}
 }
 
@@ -364,8 +398,10 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 	for (;;) {
 		plen = sizeof(peer);
 		r = -EAGAIN;
-		if (__atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_OPEN)
+		if (door_enter(s)) {
 			r = sg_accept(s->rs, (struct sockaddr *)&peer, &plen);
+			door_leave(s);
+		}
 		if (r >= 0) {
 			int nfd = adopt_accepted(s, r, (struct sockaddr *)&peer,
 						 flags);
@@ -391,6 +427,11 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 	}
 }
 
+static void put_cb(void *s)
+{
+	shim_sock_put(s);
+}
+
 SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 {
 	struct shim_sock *s = shim_fd_get(fd);
@@ -403,8 +444,9 @@ SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 		return -1;
 	}
 	shim_sock_get(s);
+	pthread_cleanup_push(put_cb, s); /* accept is a cancellation point */
 	r = accept_both(fd, s, addr.__sockaddr__, len, flags);
-	shim_sock_put(s);
+	pthread_cleanup_pop(1);
 	return (int)shim_ret(r);
 }
 

@@ -55,8 +55,16 @@ static bool lib_used, fork_tainted;
  */
 static pthread_mutex_t svc_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* The lock's fd while a thread here holds it: a fork child closes its
+ * copy (a flock belongs to the open file, so the copy would hold it). */
+static int listen_lock_held = -1;
+
 void sg_fork_child(void)
 {
+	int lk = __atomic_exchange_n(&listen_lock_held, -1, __ATOMIC_ACQ_REL);
+
+	if (lk >= 0)
+		REAL(close)(lk); /* the parent's holder lets go of it there */
 	pthread_mutex_init(&svc_mu, NULL);
 	sg_negcache_fork_child();
 	sg_reap_fork_child();
@@ -330,6 +338,7 @@ int sg_listen_pollfd(int lrs)
  */
 #define LISTEN_LOCK "/dev/shm/erdma-shim.listen.lock"
 
+
 static int listen_lock(void)
 {
 	int fd = open(LISTEN_LOCK, O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
@@ -338,7 +347,14 @@ static int listen_lock(void)
 		REAL(close)(fd);
 		fd = -1;
 	}
+	__atomic_store_n(&listen_lock_held, fd, __ATOMIC_RELEASE);
 	return fd;
+}
+
+static void listen_unlock(int fd)
+{
+	__atomic_store_n(&listen_lock_held, -1, __ATOMIC_RELEASE);
+	REAL(close)(fd);
 }
 
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
@@ -375,7 +391,7 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 		pthread_mutex_unlock(&svc_mu);
 	}
 	if (lk >= 0)
-		REAL(close)(lk);
+		listen_unlock(lk);
 	if (r == 0 && qfd < 0)
 		r = -EPROTO; /* not the rsockets we know: stay on TCP */
 	if (r < 0) {
@@ -675,8 +691,10 @@ out:
 		REAL(close)(tfd);
 	if (all != stack)
 		free(all);
-	if (asleep) /* a cancellation point, with nothing of ours held here */
-		shim_sleep_leave(cs, false);
+	/* a cancellation point, with nothing of ours held here; a cancel
+	 * not acted on (disabled) was no event: the caller sleeps again */
+	if (asleep && shim_sleep_leave(cs) && r == 0)
+		r = -EINPROGRESS;
 	return r;
 }
 
@@ -705,14 +723,18 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		 * does not act on, an rdma_cm event that was not the end) */
 		do
 			r = sleep_fds(fds, nfds, -1, mask);
-		while (r == 0);
+		while (r == 0 || r == -EINPROGRESS);
 	} else {
+		if (!max)
+			clock_gettime(CLOCK_MONOTONIC, &t0);
 		/* The spin counts against the caller's timeout. */
-		left_us = timeout_ms * 1000L - (max ? us_since(&t0) : 0);
-		r = 0;
-		if (left_us > 0)
-			r = sleep_fds(fds, nfds, (int)((left_us + 999) / 1000),
-				      mask);
+		do {
+			left_us = timeout_ms * 1000L - us_since(&t0);
+			r = 0;
+			if (left_us > 0)
+				r = sleep_fds(fds, nfds,
+					      (int)((left_us + 999) / 1000), mask);
+		} while (r == -EINPROGRESS);
 	}
 	if (max && r >= 0) /* woken, or timed out: how long did it take? */
 		spin_adapt(max, us_since(&t0));
