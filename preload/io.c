@@ -39,6 +39,37 @@ static int tv_ms(const struct timeval *tv)
  * handler's EINTR restarts the wait when the kernel would restart the call
  * (SA_RESTART, no timeout: signal(7)).
  */
+static void put_cb(void *s)
+{
+	shim_sock_put(s);
+}
+
+/*
+ * The waits of the data path are cancellation points (a blocking recv is
+ * one): cancelled in one, the thread gives back its caller's (RDMA_CALL's)
+ * reference to s, or the connection would outlive its close.  Here, not in
+ * RDMA_CALL, so that the wrappers' kernel-fd path stays a tail call.
+ */
+static int sg_wait_cancellable(struct shim_sock *s, struct pollfd *p, int ms)
+{
+	int r;
+
+	pthread_cleanup_push(put_cb, s);
+	r = sg_wait(p, 1, ms);
+	pthread_cleanup_pop(0);
+	return r;
+}
+
+static int nap_cancellable(struct shim_sock *s, const struct timespec *ts)
+{
+	int r;
+
+	pthread_cleanup_push(put_cb, s);
+	r = nanosleep(ts, NULL);
+	pthread_cleanup_pop(0);
+	return r;
+}
+
 static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo,
 		    int64_t *deadline)
 {
@@ -53,7 +84,7 @@ static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo,
 			if (left <= 0)
 				return -EAGAIN;
 		}
-		r = sg_wait(&p, 1, left);
+		r = sg_wait_cancellable(s, &p, left);
 		if (r == 0)
 			return -EAGAIN;
 		if (r == -EINTR && ms < 0 && shim_eintr_restarts())
@@ -96,7 +127,7 @@ static ssize_t recv_none(struct shim_sock *s, bool dontwait)
 static int peek_pause(struct shim_sock *s, int *pause_ms, int64_t *deadline)
 {
 	struct pollfd p = { .fd = s->rs, .events = POLLIN };
-	int ms = tv_ms(&s->rcvtimeo), nap = *pause_ms;
+	int ms = tv_ms(&s->rcvtimeo), nap = *pause_ms, r;
 	struct timespec ts;
 
 	if (sg_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
@@ -110,7 +141,8 @@ static int peek_pause(struct shim_sock *s, int *pause_ms, int64_t *deadline)
 			return -EAGAIN;
 	}
 	ts = (struct timespec){ 0, nap * 1000000L };
-	if (nanosleep(&ts, NULL) < 0 && (ms >= 0 || !shim_eintr_restarts()))
+	r = nap_cancellable(s, &ts);
+	if (r < 0 && (ms >= 0 || !shim_eintr_restarts()))
 		return -EINTR;
 	*pause_ms = *pause_ms < 32 ? *pause_ms * 2 : 32;
 	return 0;
@@ -484,22 +516,15 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 	return shim_rdma_sendv(s, &v, 1, flags);
 }
 
-static void put_cb(void *s)
-{
-	shim_sock_put(s);
-}
-
 /* The slow path of every wrapper: hold a reference across the call so a
- * concurrent close() can't free the rsocket underneath us -- given back
- * also when the thread is cancelled in the call (a blocking recv is a
- * cancellation point), or the connection would outlive its last close. */
+ * concurrent close() can't free the rsocket underneath us.  (If the thread
+ * is cancelled in the call, the waits give it back: see wait_for.) */
 #define RDMA_CALL(s, expr)                                                     \
 	({                                                                     \
 		ssize_t r_;                                                    \
 		shim_sock_get(s);                                              \
-		pthread_cleanup_push(put_cb, s);                               \
 		r_ = (expr);                                                   \
-		pthread_cleanup_pop(1);                                        \
+		shim_sock_put(s);                                              \
 		shim_ret(r_);                                                  \
 	})
 
