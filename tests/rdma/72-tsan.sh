@@ -20,6 +20,15 @@ mkdir -p "$logs"
 topts="log_path=$logs/tsan:report_signal_unsafe=0:history_size=4"
 pre=(env LD_PRELOAD="$RT:$TLIB" TSAN_OPTIONS="$topts" ERDMA_SHIM=require)
 
+show_reports() {
+	local f
+	for f in "$logs"/*; do
+		[ -s "$f" ] || continue
+		echo "--- $f"
+		grep -m 40 -E 'WARNING|SUMMARY|#[0-9]+ |Location|Previous|Mutex|Thread' "$f"
+	done
+}
+
 run() { # TAG SERVER-ARGS... -- CLIENT-ARGS...
 	local tag=$1 sargs=() cargs=() q
 	shift
@@ -40,8 +49,9 @@ run() { # TAG SERVER-ARGS... -- CLIENT-ARGS...
 			grep -q "$TLIB" /proc/"$p"/maps && tsan_seen=$((tsan_seen + 1))
 	done
 	touch "$WORK/$tag.hold"
-	wait "$cpid" || fail "$tag client: $(tail -n 5 "$WORK/$tag.c")"
-	wait "$spid" || fail "$tag server: $(tail -n 5 "$WORK/$tag.s")"
+	# (TSan exits 66 when it reported: show the reports, not just the exit)
+	wait "$cpid" || { show_reports; fail "$tag client exited $?: $(tail -n 5 "$WORK/$tag.c")"; }
+	wait "$spid" || { show_reports; fail "$tag server exited $?: $(tail -n 5 "$WORK/$tag.s")"; }
 	grep -E '^(client|server)' "$WORK/$tag.c" "$WORK/$tag.s" | sed 's/^/  /'
 	case $q in 0/* | */0) fail "$tag: not on RDMA (QPs server/client $q)" ;; esac
 	echo "$tag: QPs server/client $q"
@@ -53,10 +63,7 @@ run epoll16 --conns 16 --mode epoll -- --conns 16 --size 1M --mode epoll
 [ "$tsan_seen" -ge 4 ] || fail "libtsan + the TSan shim mapped in only $tsan_seen of 4 processes"
 reports=$(find "$logs" -type f -size +0 | wc -l)
 if [ "$reports" -gt 0 ]; then
-	for f in "$logs"/*; do
-		echo "--- $f"
-		grep -m 20 -E 'WARNING|SUMMARY|#[0-9]+ ' "$f"
-	done
+	show_reports
 	fail "$reports process(es) with ThreadSanitizer reports"
 fi
 figure "tsan_reports=0 tsan_runs=2"
