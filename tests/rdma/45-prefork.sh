@@ -77,15 +77,13 @@ done
 nginx_case() {
 	local www=$WORK/www port=28080 i rc sum before=$fails mib=8
 	command -v nginx >/dev/null || { echo "FAIL nginx: not installed (make deps)"; fails=$((fails + 1)); return; }
-	# OPEN DEFECT, not yet diagnosed: with the ASan+UBSan library (the
-	# rdma-asan pass) the shimmed curls to shimmed nginx hang -- no
-	# response at all, 2 of 2 runs (2 and 8 MiB) -- while the plain pass
-	# serves them (3 of 3 runs).  Shown on every ASan pass, not counted
-	# as a pass or a failure there, until it is found (README, "Process
-	# models").
+	# libasan preloaded into curl deadlocks at its start, shim or not
+	# (tests/host/20-curl-http.sh): under SANITIZE=1 the clients are
+	# Python's urllib; nginx (the part under test) stays the same.
+	local client=(curl -sS -o)
 	if [ "${SANITIZE:-0}" = 1 ]; then
-		echo "OPEN nginx under the ASan library: shimmed clients hang (known, undiagnosed); not run in this pass"
-		return 0
+		mib=2
+		client=(/usr/bin/python3 -c 'import sys, urllib.request as u; open(sys.argv[1], "wb").write(u.urlopen(sys.argv[2]).read())')
 	fi
 	mkdir -p "$www"
 	head -c $((mib << 20)) /dev/urandom >"$www/big"
@@ -121,9 +119,9 @@ NGX
 			pids=()
 			for i in 1 2 3 4 5 6; do
 				if [ $run = shim ] && [ $c = require ]; then
-					env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout -k 5 120 curl -sS -o "$WORK/got.$run.$c.$i" "http://$IP0:$port/big" 2>>"$WORK/curl.err" &
+					env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout -k 5 120 "${client[@]}" "$WORK/got.$run.$c.$i" "http://$IP0:$port/big" 2>>"$WORK/curl.err" &
 				else
-					timeout -k 5 120 curl -sS -o "$WORK/got.$run.$c.$i" "http://$IP0:$port/big" 2>>"$WORK/curl.err" &
+					timeout -k 5 120 "${client[@]}" "$WORK/got.$run.$c.$i" "http://$IP0:$port/big" 2>>"$WORK/curl.err" &
 				fi
 				pids+=($!)
 			done
