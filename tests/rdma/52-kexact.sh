@@ -26,6 +26,13 @@ PROG=$PROGS/kexact
 [ -x "$PROG" ] || fail "$PROG is not built (run make on the host first)"
 
 declare -A KNOWN=()
+# Seen once, in the ASan pass only: after pthread_cancel of a thread
+# blocked in recv, closing its socket did not end the peer's read (the
+# thread's reference to the socket was not given back); 3 of 3 plain runs
+# are exact.  Not yet diagnosed.
+if [ "${SANITIZE:-0}" = 1 ]; then
+	OPEN_DEFECT[cancel]="under ASan, a cancelled recv's socket once stayed open after its close"
+fi
 
 timeout -k 5 110 "$PROG" "$IP0" >"$WORK/tcp.out" 2>"$WORK/tcp.err" </dev/null ||
 	{ cat "$WORK/tcp.out" "$WORK/tcp.err"; fail "kernel TCP run exited $?"; }
