@@ -432,10 +432,24 @@ static void put_cb(void *s)
 	shim_sock_put(s);
 }
 
+/* Out of line: the cleanup's frame would cost accept4's kernel-fd path
+ * its tail call. */
+static __attribute__((noinline)) int accept_slow(int fd, struct shim_sock *s,
+						 struct sockaddr *addr,
+						 socklen_t *len, int flags)
+{
+	int r;
+
+	shim_sock_get(s);
+	pthread_cleanup_push(put_cb, s); /* accept is a cancellation point */
+	r = accept_both(fd, s, addr, len, flags);
+	pthread_cleanup_pop(1);
+	return r;
+}
+
 SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 {
 	struct shim_sock *s = shim_fd_get(fd);
-	int r;
 
 	if (likely(!s || s->kind != SHIM_SK_LISTEN))
 		return REAL(accept4)(fd, addr, len, flags);
@@ -443,11 +457,7 @@ SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 		errno = EINVAL;
 		return -1;
 	}
-	shim_sock_get(s);
-	pthread_cleanup_push(put_cb, s); /* accept is a cancellation point */
-	r = accept_both(fd, s, addr.__sockaddr__, len, flags);
-	pthread_cleanup_pop(1);
-	return (int)shim_ret(r);
+	return (int)shim_ret(accept_slow(fd, s, addr.__sockaddr__, len, flags));
 }
 
 SHIM_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
