@@ -138,6 +138,20 @@ deps:
 	else \
 		echo "make deps: all packages present"; \
 	fi
+	@# soft-iWARP for the bed (tests/vm/build-siw): the source and headers
+	@# of exactly the kernel the bed boots, known once that is installed.
+	@siw=$$(tests/vm/build-siw --packages) || exit 1; missing=""; \
+	for p in $$siw; do \
+		dpkg-query -W -f='$${Status} $${Version}\n' $${p%%=*} 2>/dev/null | \
+			grep -q "ok installed $${p#*=}$$" || \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed$$' || \
+			missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "make deps: installing$$missing"; \
+		$(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
+	fi
 
 # The whole suite; prints one PASS/FAIL line per test and "N passed, N failed".
 test: deps
