@@ -64,6 +64,7 @@ void shim_config_defaults(struct shim_config *c)
 	c->log_level = SHIM_LOG_WARN;
 	c->connect_timeout_ms = 1000;
 	c->negcache_ttl_s = 30;
+	c->port_offset = SHIM_PORT_OFFSET_AUTO;
 	/* Spin this long before a wait sleeps (adaptive, see sg_wait): a sleep
 	 * and its wake-up cost more than a short wait for an active peer. */
 	c->poll_us = 100;

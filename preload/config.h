@@ -35,7 +35,7 @@ struct shim_config {
 	bool allow_set; /* ERDMA_SHIM_ALLOW given: replaces the default */
 	struct shim_rule deny[SHIM_MAX_RULES];
 	unsigned int n_deny;
-	unsigned int port_offset;
+	unsigned int port_offset; /* SHIM_PORT_OFFSET_AUTO: by transport */
 	unsigned int connect_timeout_ms;
 	unsigned int negcache_ttl_s;
 	unsigned int sndbuf, rcvbuf; /* bytes, 0 = rsocket default */
@@ -47,7 +47,22 @@ struct shim_config {
 	bool env_ignored; /* setuid/setgid: the environment is not trusted */
 };
 
+/*
+ * ERDMA_SHIM_PORT_OFFSET unset: 0 where every RDMA device has a port space
+ * of its own (InfiniBand, RoCE), SHIM_IWARP_PORT_OFFSET where one shares
+ * TCP's (iWARP: an rsocket listener is a kernel TCP listener).
+ */
+#define SHIM_PORT_OFFSET_AUTO 65536u
+#define SHIM_IWARP_PORT_OFFSET 20000u
+
 void shim_config_defaults(struct shim_config *c);
+
+/* The rsocket port of TCP port `port` (1..65535): port + offset, wrapping
+ * past 65535 to 1, so every port has one (a one-to-one map). */
+static inline uint16_t shim_port_map(uint16_t port, unsigned int offset)
+{
+	return (uint16_t)((port - 1u + offset) % 65535u + 1u);
+}
 
 /*
  * Parse every ERDMA_SHIM* entry of envp (NULL-terminated "NAME=value").

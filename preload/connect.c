@@ -124,6 +124,32 @@ static int connect_rdma(struct shim_sock *s, const struct sockaddr_storage *rdst
 	}
 }
 
+/*
+ * On iWARP the rsocket's connection is itself a kernel TCP connection, made
+ * by the driver's CM (siw, erdma) from the port the kernel fd holds
+ * (reserve_port).  The driver binds its socket with SO_REUSEADDR, and the
+ * kernel lets a second socket bind a port only when both have it: the fd
+ * gets it for the rendezvous and the program's own value back after.
+ * Returns the value to restore, or -1 (nothing changed).
+ */
+static int iwarp_share_port(int fd)
+{
+	int on = 1, old = 0;
+	socklen_t len = sizeof(old);
+
+	if (!sg_iwarp() ||
+	    REAL(getsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &old, &len) < 0 || old)
+		return -1;
+	return REAL(setsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0
+		       ? -1 : old;
+}
+
+static void iwarp_unshare_port(int fd, int old)
+{
+	if (old >= 0)
+		REAL(setsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &old, sizeof(old));
+}
+
 /* Try RDMA: the connected rsocket, or -errno (a reason to fall back). */
 static int try_rdma(int fd, struct shim_sock *s,
 		    const struct sockaddr_storage *dst, socklen_t dlen,
@@ -133,7 +159,7 @@ static int try_rdma(int fd, struct shim_sock *s,
 	socklen_t srclen = 0;
 	struct sockaddr_storage rdst = *dst;
 	uint16_t port = shim_addr_port((const void *)dst);
-	int rs;
+	int rs, reuse;
 
 	if (!shim_config_allows(&shim_cfg, dst->ss_family, addr_bytes(dst),
 				port)) {
@@ -145,12 +171,11 @@ static int try_rdma(int fd, struct shim_sock *s,
 					 : "no RDMA device";
 		return -ENETUNREACH;
 	}
-	if (port + shim_cfg.port_offset > 65535) {
-		*why = "port + ERDMA_SHIM_PORT_OFFSET exceeds 65535";
+	if (!port) {
+		*why = "port 0";
 		return -ERANGE;
 	}
-	shim_addr_set_port((struct sockaddr *)&rdst,
-			   (uint16_t)(port + shim_cfg.port_offset));
+	shim_addr_set_port((struct sockaddr *)&rdst, shim_rdma_port(port));
 	if (shim_cfg.mode == SHIM_MODE_AUTO &&
 	    sg_negcache_hit((struct sockaddr *)&rdst, shim_cfg.negcache_ttl_s)) {
 		*why = "negative cache";
@@ -162,7 +187,9 @@ static int try_rdma(int fd, struct shim_sock *s,
 		shim_listen_door_port(port);
 	if (reserve_port(fd, s, dst->ss_family, &src, &srclen) < 0)
 		srclen = 0;
+	reuse = iwarp_share_port(fd);
 	rs = connect_rdma(s, &rdst, dlen, srclen ? &src : NULL, srclen);
+	iwarp_unshare_port(fd, reuse);
 	if (rs < 0) {
 		*why = "rsocket connect failed";
 		/* Local shortages (and -EBUSY: a local wait ran out, see
@@ -227,11 +254,11 @@ static void warn_resources_once(const struct sockaddr_storage *dst, int err)
 static void forget_peer(const struct sockaddr_storage *dst)
 {
 	struct sockaddr_storage rdst = *dst;
-	unsigned int port = shim_addr_port((const void *)dst) + shim_cfg.port_offset;
+	uint16_t port = shim_addr_port((const void *)dst);
 
-	if (port > 65535)
+	if (!port)
 		return;
-	shim_addr_set_port((struct sockaddr *)&rdst, (uint16_t)port);
+	shim_addr_set_port((struct sockaddr *)&rdst, shim_rdma_port(port));
 	sg_negcache_del((struct sockaddr *)&rdst);
 }
 

@@ -123,6 +123,17 @@ socklen_t shim_addr_unmap(const struct sockaddr *in, socklen_t len,
 			  struct sockaddr_storage *out);
 uint16_t shim_addr_port(const struct sockaddr *sa);
 void shim_addr_set_port(struct sockaddr *sa, uint16_t port);
+/*
+ * The port of TCP port's RDMA twin: the rsocket listener a server opens and
+ * a client connects to (sock.c).  Both ends compute it the same way, with no
+ * configuration: port + ERDMA_SHIM_PORT_OFFSET when that is set, else +0
+ * on InfiniBand/RoCE (rdma_cm's port space is its own) and
+ * +SHIM_IWARP_PORT_OFFSET when an iWARP device is present (there an rsocket
+ * listener is a kernel TCP listener: on the program's own port it would
+ * collide with the program's listener).  port must be 1..65535.
+ */
+uint16_t shim_rdma_port(uint16_t port);
+unsigned int shim_port_offset(void);
 /* Copy an address out the way the kernel does (truncate, report length). */
 void shim_addr_copy_out(const struct sockaddr_storage *a, socklen_t alen,
 			struct sockaddr *out, socklen_t *outlen);

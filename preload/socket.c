@@ -90,14 +90,43 @@ SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 	return r;
 }
 
+static bool door_give_way(uint16_t port);
+
+/*
+ * On iWARP a listener's RDMA door is a kernel TCP listener at the twin port
+ * (sock.h, shim_rdma_port).  The program's own bind of that port must still
+ * succeed: the door gives way (its listener serves TCP only from then on)
+ * and the bind is tried again.  Another process's door can't be moved: that
+ * bind fails as it would with any other program on the port (README).
+ */
+static int bind_slow(int fd, struct shim_sock *s, const struct sockaddr *addr,
+		     socklen_t len)
+{
+	if (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN)
+		return -EINVAL; /* already bound, as the kernel says */
+	if (REAL(bind)(fd, addr, len) == 0)
+		return 0;
+	if (errno != EADDRINUSE || s->kind != SHIM_SK_TCP || !sg_iwarp() ||
+	    len < sizeof(struct sockaddr_in) ||
+	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
+	    !door_give_way(shim_addr_port(addr)))
+		return -errno;
+	/* The driver lets go of the port as the rsocket's close ends; that
+	 * close may finish on the reaper thread (rsocket_glue/reap.c). */
+	for (int i = 0; REAL(bind)(fd, addr, len) < 0; i++) {
+		if (errno != EADDRINUSE || i == 100)
+			return -errno;
+		nanosleep(&(struct timespec){ 0, 10 * 1000000 }, NULL);
+	}
+	return 0;
+}
+
 SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	if (unlikely(s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN))) {
-		errno = EINVAL; /* already bound, as the kernel says */
-		return -1;
-	}
+	if (unlikely(s && s->kind != SHIM_SK_INTERNAL))
+		return (int)shim_ret(bind_slow(fd, s, addr.__sockaddr__, len));
 	return REAL(bind)(fd, addr, len);
 }
 
@@ -116,6 +145,32 @@ int shim_live_listeners; /* RDMA listeners alive in this process */
  * finds no door and is served over TCP (README, "Process models").
  */
 
+/*
+ * A dual-stack listener on [::] (IPV6_V6ONLY off) on iWARP: the drivers'
+ * CM listens on the device's own addresses of the id's family (siw: a [::]
+ * door takes only the netdev's IPv6 addresses; erdma: IPv4 only), so such a
+ * door would refuse every IPv4 client.  It is made at 0.0.0.0 instead: IPv4
+ * clients (the VPC's) get RDMA, IPv6 clients TCP.
+ */
+static void door_iwarp_v4(struct shim_sock *s, struct sockaddr_storage *laddr,
+			  socklen_t *alen)
+{
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)laddr;
+	int v6only = 1;
+	socklen_t olen = sizeof(v6only);
+	uint16_t port = a6->sin6_port;
+
+	if (laddr->ss_family != AF_INET6 || !IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ||
+	    !sg_iwarp() ||
+	    REAL(getsockopt)(s->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &olen) < 0 ||
+	    v6only)
+		return;
+	memset(laddr, 0, sizeof(*laddr));
+	laddr->ss_family = AF_INET;
+	((struct sockaddr_in *)laddr)->sin_port = port;
+	*alen = sizeof(struct sockaddr_in);
+}
+
 /* The door's address (the listener's, port offset), or -errno: a reason
  * to serve the port over TCP only. */
 static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
@@ -124,6 +179,7 @@ static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
 	uint16_t port;
 
 	*alen = shim_addr_unmap((struct sockaddr *)&s->local, s->local_len, laddr);
+	door_iwarp_v4(s, laddr, alen);
 	port = shim_addr_port((struct sockaddr *)laddr);
 	if (!port)
 		return -EADDRNOTAVAIL;
@@ -133,11 +189,10 @@ static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
 				(void *)&((struct sockaddr_in6 *)laddr)->sin6_addr,
 				port))
 		return -EACCES;
-	if (port + shim_cfg.port_offset > 65535)
-		return -ERANGE;
-	shim_addr_set_port((struct sockaddr *)laddr,
-			   (uint16_t)(port + shim_cfg.port_offset));
-	return sg_available() ? 0 : -ENODEV;
+	if (!sg_available())
+		return -ENODEV;
+	shim_addr_set_port((struct sockaddr *)laddr, shim_rdma_port(port));
+	return 0;
 }
 
 /* The rsocket listener for s, or -errno. */
@@ -254,6 +309,32 @@ void shim_listen_door_shut(struct shim_sock *s)
 	}
 }
 
+/* Shut the open doors of ours at RDMA port `port`; did one give way? */
+static bool door_give_way(uint16_t port)
+{
+	unsigned int span = shim_fdtable_span();
+	bool gave = false;
+
+	for (unsigned int fd = 0; fd < span; fd++) {
+		struct shim_sock *s = shim_fd_get((int)fd);
+		uint16_t p;
+
+		if (!s || s->kind != SHIM_SK_LISTEN ||
+		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) != SHIM_DOOR_OPEN)
+			continue;
+		p = shim_addr_port((struct sockaddr *)&s->local);
+		if (!p || shim_rdma_port(p) != port || !(s = shim_sock_ref((int)fd)))
+			continue;
+		shim_listen_door_shut(s);
+		shim_info("fd %d: its RDMA listener on port %u gives way to the "
+			  "program's bind; port %u is served over TCP only",
+			  (int)fd, port, p);
+		shim_sock_put(s);
+		gave = true;
+	}
+	return gave;
+}
+
 /* A listener of ours on port (the program's TCP port), door not open. */
 void shim_listen_door_port(uint16_t port)
 {
@@ -287,6 +368,7 @@ SHIM_EXPORT int listen(int fd, int backlog)
 	if (r < 0)
 		return r;
 	s->local_len = sizeof(s->local);
+	s->lfd = fd;
 	r = REAL(getsockname)(fd, (struct sockaddr *)&s->local, &s->local_len);
 	r = r < 0 ? -errno : door_addr(s, &laddr, &alen);
 	if (r < 0) {
@@ -298,7 +380,6 @@ SHIM_EXPORT int listen(int fd, int backlog)
 		return 0;
 	}
 	s->backlog = backlog;
-	s->lfd = fd;
 	/* The kernel listener runs non-blocking underneath so accept() can
 	 * wait on both listeners; the program keeps its own view (fcntl). */
 	fl = REAL(fcntl)(fd, F_GETFL);

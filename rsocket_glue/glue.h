@@ -23,6 +23,8 @@ struct sg_bufs {
 
 /* Is there an RDMA device and an rdma_cm to reach it? (cached) */
 bool sg_available(void);
+/* Is one of them iWARP, whose rdma_cm ports are kernel TCP ports? */
+bool sg_iwarp(void);
 /* In a fork child: no RDMA if the parent used rsockets (see rsock.c). */
 void sg_fork_child(void);
 bool sg_fork_tainted(void);

@@ -24,6 +24,7 @@
 
 
 static int avail_state; /* 0 unknown, 1 yes, -1 no */
+static bool any_iwarp;	/* set with avail_state: an iWARP device is here */
 
 /*
  * librdmacm opens every device's verbs context once, at its first rsocket,
@@ -85,6 +86,7 @@ bool sg_available(void)
 		return false;
 	struct ibv_device **list;
 	struct stat sb;
+	bool iwarp = false;
 	int n = 0;
 
 	if (likely(st))
@@ -93,19 +95,28 @@ bool sg_available(void)
 	if (stat("/dev/infiniband/rdma_cm", &sb) == 0) {
 		shim_enter_lib();
 		list = ibv_get_device_list(&n);
+		for (int i = 0; list && i < n; i++)
+			iwarp |= list[i]->transport_type == IBV_TRANSPORT_IWARP;
 		if (list)
 			ibv_free_device_list(list);
 		shim_leave_lib();
 	}
 	st = n > 0 ? 1 : -1;
-	/* Threads asking at once all look; the first to answer says so. */
+	/* Threads asking at once all look; the first to answer says so (and
+	 * publishes any_iwarp before avail_state). */
 	int unknown = 0;
+	__atomic_store_n(&any_iwarp, iwarp, __ATOMIC_RELAXED);
 	if (__atomic_compare_exchange_n(&avail_state, &unknown, st, false,
 					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		shim_info("RDMA %s (%d device%s)",
+		shim_info("RDMA %s (%d device%s%s)",
 			  st > 0 ? "available" : "not available", n,
-			  n == 1 ? "" : "s");
+			  n == 1 ? "" : "s", iwarp ? ", iWARP" : "");
 	return st > 0;
+}
+
+bool sg_iwarp(void)
+{
+	return sg_available() && __atomic_load_n(&any_iwarp, __ATOMIC_RELAXED);
 }
 
 /* Wait for a non-blocking rconnect to finish; 0 or -errno. */

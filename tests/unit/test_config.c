@@ -44,7 +44,7 @@ static void test_defaults(void **st)
 	assert_int_equal(parse1(&c, "PATH=/bin"), 0);
 	assert_int_equal(c.mode, SHIM_MODE_AUTO);
 	assert_int_equal(c.log_level, SHIM_LOG_WARN);
-	assert_int_equal(c.port_offset, 0);
+	assert_int_equal(c.port_offset, SHIM_PORT_OFFSET_AUTO);
 	assert_int_equal(c.connect_timeout_ms, 1000);
 	assert_false(c.invalid);
 	assert_int_equal(n_msgs, 0);
@@ -113,6 +113,31 @@ static void test_unknown_name_warns_only(void **st)
 	assert_non_null(strstr(last_msg, "ERDMA_SHIM_PORTOFFSET"));
 }
 
+/* The rsocket port map: one-to-one over 1..65535, wrapping past 65535. */
+static void test_port_map(void **st)
+{
+	static unsigned char seen[65536];
+	static const unsigned int offs[] = { 0, 1, 20000, 65534, 65535 };
+
+	(void)st;
+	assert_int_equal(shim_port_map(7600, 0), 7600);
+	assert_int_equal(shim_port_map(7600, 20000), 27600);
+	assert_int_equal(shim_port_map(45535, 20000), 65535);
+	assert_int_equal(shim_port_map(45536, 20000), 1);
+	assert_int_equal(shim_port_map(50051, 20000), 4516);
+	assert_int_equal(shim_port_map(1, 65535), 1);
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		memset(seen, 0, sizeof(seen));
+		for (unsigned int p = 1; p <= 65535; p++) {
+			uint16_t m = shim_port_map((uint16_t)p, offs[i]);
+
+			assert_true(m >= 1);
+			assert_int_equal(seen[m], 0);
+			seen[m] = 1;
+		}
+	}
+}
+
 static void test_numbers(void **st)
 {
 	struct shim_config c;
@@ -120,6 +145,8 @@ static void test_numbers(void **st)
 	(void)st;
 	assert_int_equal(parse1(&c, "ERDMA_SHIM_PORT_OFFSET=65535"), 0);
 	assert_int_equal(c.port_offset, 65535);
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_PORT_OFFSET=0"), 0);
+	assert_int_equal(c.port_offset, 0); /* set to 0: not by transport */
 	static const char *bad[] = {
 		"ERDMA_SHIM_PORT_OFFSET=65536", "ERDMA_SHIM_PORT_OFFSET=-1",
 		"ERDMA_SHIM_PORT_OFFSET=+1", "ERDMA_SHIM_PORT_OFFSET= 1",
@@ -276,6 +303,7 @@ int main(void)
 		cmocka_unit_test(test_value_escaped),
 		cmocka_unit_test(test_unknown_name_warns_only),
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_port_map),
 		cmocka_unit_test(test_log_file),
 		cmocka_unit_test(test_default_rules),
 		cmocka_unit_test(test_allow_deny),
