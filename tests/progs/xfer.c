@@ -16,6 +16,7 @@
  *       --hold FILE      when done, wait (<= 60 s) until FILE exists
  *       --seed N
  *       --timing         print each connect()'s duration on stderr
+ *       --bind ADDR      client: bind each socket to ADDR (port 0) first
  *
  * Per connection the client sends a header {size, seed, dir}; data is a
  * xorshift stream from the seed; each side checks the FNV-1a of what it
@@ -58,6 +59,7 @@ static uint64_t size = 1 << 20, seed0 = 42;
 static uint32_t dir = DIR_UP | DIR_DOWN;
 static const char *hold;
 static int timing; /* --timing: connect() durations on stderr */
+static const char *bind_addr; /* --bind: the client's source address */
 
 static void die(const char *what)
 {
@@ -502,6 +504,15 @@ static int client(const char *addr, const char *port)
 
 		if (fd < 0)
 			die("socket");
+		if (bind_addr) {
+			struct sockaddr_storage bs;
+			socklen_t blen;
+
+			if (resolve(bind_addr, "0", &bs, &blen))
+				die("resolve --bind");
+			if (bind(fd, (struct sockaddr *)&bs, blen) < 0)
+				die("bind");
+		}
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
 			struct pollfd p = { .fd = fd, .events = POLLOUT };
@@ -571,6 +582,8 @@ int main(int argc, char **argv)
 			size = parse_size(v), i++;
 		else if (!strcmp(o, "--seed"))
 			seed0 = strtoull(v, NULL, 10), i++;
+		else if (!strcmp(o, "--bind"))
+			bind_addr = v, i++;
 		else if (!strcmp(o, "--timing"))
 			timing = 1;
 		else if (!strcmp(o, "--hold"))
