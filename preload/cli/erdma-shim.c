@@ -382,6 +382,29 @@ static const char *link_name(uint8_t ll, enum ibv_transport_type t)
 	}
 }
 
+/* Is one of this host's RDMA devices iWARP? (the library's rule, sock.c) */
+static bool host_has_iwarp(void)
+{
+	int n = 0;
+	bool iwarp = false;
+	struct ibv_device **list = ibv_get_device_list(&n);
+
+	for (int i = 0; list && i < n; i++)
+		iwarp |= list[i]->transport_type == IBV_TRANSPORT_IWARP;
+	if (list)
+		ibv_free_device_list(list);
+	return iwarp;
+}
+
+/* The offset the library applies here: ERDMA_SHIM_PORT_OFFSET, else by
+ * the devices' transport. */
+static unsigned int host_port_offset(const struct shim_config *c)
+{
+	if (c->port_offset != SHIM_PORT_OFFSET_AUTO)
+		return c->port_offset;
+	return host_has_iwarp() ? SHIM_IWARP_PORT_OFFSET : 0;
+}
+
 /* eRDMA's driver can present itself as RoCE (compat mode) or iWARP. */
 static void erdma_note(struct report *r, const char *dev,
 		       enum ibv_transport_type t, unsigned int offset)
@@ -397,17 +420,18 @@ static void erdma_note(struct report *r, const char *dev,
 	}
 	if (t == IBV_TRANSPORT_IWARP && !offset)
 		check(r, dev, "warn",
-		      "set ERDMA_SHIM_PORT_OFFSET (e.g. 10000) on both ends, "
+		      "unset ERDMA_SHIM_PORT_OFFSET (iWARP then gets +20000), "
 		      "or load erdma with compat_mode=1",
-		      "eRDMA in iWARP mode (compat_mode=%s): its RDMA "
-		      "listeners share TCP's port space, so an rsocket "
-		      "listener on the program's TCP port cannot bind",
+		      "eRDMA in iWARP mode (compat_mode=%s) with port offset "
+		      "0: its RDMA listeners share TCP's port space, so an "
+		      "rsocket listener on the program's TCP port cannot bind",
 		      buf[0] ? buf : "?");
 	else
-		check(r, dev, "ok", NULL, "eRDMA %s (compat_mode=%s)%s",
-		      t == IBV_TRANSPORT_IWARP ? "iWARP" : "RoCE compat",
-		      buf[0] ? buf : "?",
-		      offset ? ", ERDMA_SHIM_PORT_OFFSET set" : "");
+		check(r, dev, "ok", NULL,
+		      "eRDMA in %s mode (compat_mode=%s): RDMA listener of "
+		      "TCP port P at P+%u",
+		      t == IBV_TRANSPORT_IWARP ? "iWARP" : "RoCE (compat)",
+		      buf[0] ? buf : "?", offset);
 }
 
 static int doctor_ports(struct report *r, struct ibv_device *d,
@@ -455,9 +479,9 @@ static int doctor_ports(struct report *r, struct ibv_device *d,
 		erdma_note(r, name, d->transport_type, offset);
 	else if (d->transport_type == IBV_TRANSPORT_IWARP && !offset)
 		check(r, name, "warn",
-		      "set ERDMA_SHIM_PORT_OFFSET (e.g. 10000) on both ends",
-		      "iWARP shares TCP's port space: an rsocket listener "
-		      "cannot bind the program's TCP port");
+		      "unset ERDMA_SHIM_PORT_OFFSET (iWARP then gets +20000)",
+		      "iWARP shares TCP's port space: with port offset 0 an "
+		      "rsocket listener cannot bind the program's TCP port");
 	return active;
 }
 
@@ -478,9 +502,24 @@ static bool doctor_devices(struct report *r, const struct shim_config *c)
 	}
 	check(r, "devices", "ok", NULL, "%d RDMA device%s", n,
 	      n == 1 ? "" : "s");
+	unsigned int off = host_port_offset(c);
+	bool iwarp = host_has_iwarp();
+
 	for (int i = 0; i < n; i++)
-		active += doctor_ports(r, list[i], c->port_offset);
+		active += doctor_ports(r, list[i], off);
 	ibv_free_device_list(list);
+	check(r, "port map", "ok", NULL,
+	      "%s: a TCP port P is served on RDMA at port P+%u (past 65535: "
+	      "wraps to 1)%s",
+	      c->port_offset != SHIM_PORT_OFFSET_AUTO
+		  ? "ERDMA_SHIM_PORT_OFFSET"
+	      : iwarp ? "iWARP device present (TCP's port space)"
+		      : "InfiniBand/RoCE (rdma_cm's own port space)",
+	      off,
+	      c->port_offset == SHIM_PORT_OFFSET_AUTO
+		  ? "; peers of the same transport agree on it, a peer of "
+		    "the other falls back to TCP"
+		  : "; set the same on every host");
 	if (!active)
 		check(r, "ports", "fail", "bring a port up (see above)",
 		      "no active port on any device");
@@ -804,7 +843,7 @@ static const char *probe_word(int err)
 static int cmd_probe(int argc, char **argv)
 {
 	const char *target = NULL, *env = getenv("ERDMA_SHIM_PORT_OFFSET");
-	int timeout = 3000, offset = env ? atoi(env) : 0, rerr, terr;
+	int timeout = 3000, offset = env ? atoi(env) : -1, rerr, terr;
 	struct sockaddr_storage dst, rdst;
 	char shown[300];
 	socklen_t len;
@@ -820,19 +859,25 @@ static int cmd_probe(int argc, char **argv)
 		else
 			target = NULL, argc = -1;
 	}
-	if (!target || timeout <= 0 || offset < 0 || offset > 65535) {
+	if (!target || timeout <= 0 || offset < -1 || offset > 65535) {
 		usage(stderr);
 		return EX_USAGE;
 	}
 	if (resolve(target, &dst, &len, shown, sizeof(shown)))
 		return EX_USAGE;
-	rdst = dst;
-	if (get_port(&dst) + (unsigned int)offset > 65535) {
-		fprintf(stderr,
-			"erdma-shim probe: port + offset exceeds 65535\n");
+	if (!get_port(&dst)) {
+		fprintf(stderr, "erdma-shim probe: port 0\n");
 		return EX_USAGE;
 	}
-	set_port(&rdst, get_port(&dst) + (unsigned int)offset);
+	if (offset < 0) { /* as the library: by the devices' transport */
+		offset = host_has_iwarp() ? (int)SHIM_IWARP_PORT_OFFSET : 0;
+		if (offset)
+			printf("port map: +%d (iWARP device present: the "
+			       "RDMA listener of port P is at P+%d)\n",
+			       offset, offset);
+	}
+	rdst = dst;
+	set_port(&rdst, shim_port_map(get_port(&dst), (unsigned int)offset));
 
 	t0 = now_ms();
 	rerr = probe_rdma(&rdst, len, timeout);
