@@ -21,13 +21,16 @@ rc=0
 timeout 60 "$CLI" doctor >"$WORK/doctor.out" 2>&1 || rc=$?
 cat "$WORK/doctor.out"
 [ $rc = 0 ] || fail "doctor: exit $rc on the bed (want 0)"
-for d in rxe0 rxe1; do
-	grep -Eq "^$d/1 +ok +RoCE, .*state active," "$WORK/doctor.out" || fail "doctor: $d/1 not listed as an active RoCE port"
+# the bed's links: soft-RoCE, or soft-iWARP (ERDMA_BED_LINK=siw)
+kind=RoCE off=0
+[ "${ERDMA_BED_LINK:-rxe}" = siw ] && kind=iWARP off=20000
+for d in "${ERDMA_BED_DEV0:-rxe0}" "${ERDMA_BED_DEV1:-rxe1}"; do
+	grep -Eq "^$d/1 +ok +$kind, .*state active," "$WORK/doctor.out" || fail "doctor: $d/1 not listed as an active $kind port"
 done
 timeout 60 "$CLI" doctor --json >"$WORK/doctor.json" || fail "doctor --json: exit $?"
 $PY -m json.tool "$WORK/doctor.json" >/dev/null || fail "doctor --json: not JSON"
 grep -q '"usable": true' "$WORK/doctor.json" || fail "doctor --json: not usable"
-echo "PASS doctor: exit 0, rxe0/1 and rxe1/1 active RoCE ports"
+echo "PASS doctor: exit 0, ${ERDMA_BED_DEV0:-rxe0}/1 and ${ERDMA_BED_DEV1:-rxe1}/1 active $kind ports"
 
 # ---- servers: one shimmed (RDMA + TCP listener), one plain (TCP only) ----
 bg "$WORK/rsrv" env LD_PRELOAD="$PRELOAD" timeout 200 "$PEER" server "$IP0" 0
@@ -43,7 +46,8 @@ rc=0
 timeout 60 "$CLI" probe "$IP0:$rport" --timeout 20000 >"$WORK/probe.r" 2>&1 || rc=$?
 cat "$WORK/probe.r"
 [ $rc = 0 ] || fail "probe of the shimmed server: exit $rc (want 0)"
-grep -Eq "^rdma +$IP0:$rport ok \(" "$WORK/probe.r" || fail "probe: no 'rdma ok' against the shimmed server"
+twin=$(((rport - 1 + off) % 65535 + 1)) # the port map (README)
+grep -Eq "^rdma +$IP0:$twin ok \(" "$WORK/probe.r" || fail "probe: no 'rdma ok' at $twin against the shimmed server"
 grep -Eq "^tcp +$IP0:$rport ok \(" "$WORK/probe.r" || fail "probe: no 'tcp ok' against the shimmed server"
 rc=0
 timeout 60 "$CLI" probe "$IP0:$tport" --timeout 20000 >"$WORK/probe.t" 2>&1 || rc=$?
@@ -111,4 +115,4 @@ grep -Eq "stats: fd $rfd rdma .* bytes_in 300 bytes_out 1009 msgs_in" "$WORK/cl"
 grep -Eq "stats: fd $tfd tcp .* bytes_in 70001 bytes_out 13 reason \"rsocket connect failed" "$WORK/cl" || fail "exit summary: no tcp line"
 [ ! -e "/dev/shm/erdma-shim.$spid" ] || fail "segment left after a clean exit"
 echo "PASS exit summary agrees; segment removed"
-echo "RESULT: doctor/probe/stat on soft-RoCE: RDMA and TCP paths told apart with exact byte counts"
+echo "RESULT: doctor/probe/stat on ${ERDMA_BED_LINK:-rxe} ($kind): RDMA and TCP paths told apart with exact byte counts"
