@@ -26,7 +26,7 @@ struct sleeper {
 /* Threads asleep now. */
 static pthread_mutex_t sleepers_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct sleeper *sleepers;
-static __thread struct sleeper me = { .efd = -1 };
+static __thread struct sleeper me = {.efd = -1};
 
 static void unregister(void *arg)
 {
@@ -67,7 +67,8 @@ int shim_sleep_enter(int *cancel_state)
 bool shim_sleep_leave(int cancel_state)
 {
 	uint64_t v;
-	bool woken = me.efd >= 0 && REAL(read)(me.efd, &v, sizeof(v)) == sizeof(v);
+	bool woken =
+	    me.efd >= 0 && REAL(read)(me.efd, &v, sizeof(v)) == sizeof(v);
 
 	unregister(NULL);
 	pthread_setcancelstate(cancel_state, NULL);

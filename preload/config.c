@@ -14,46 +14,47 @@ enum var_kind { V_CHOICE, V_UINT, V_SIZE, V_BOOL, V_PATH, V_RULES };
 struct var {
 	const char *name;
 	enum var_kind kind;
-	size_t off;		/* field in struct shim_config */
-	unsigned int min, max;	/* V_UINT, V_SIZE (0 is always allowed for sizes) */
+	size_t off; /* field in struct shim_config */
+	unsigned int min,
+	    max; /* V_UINT, V_SIZE (0 is always allowed for sizes) */
 	const char *const *choices; /* V_CHOICE, NULL-terminated */
-	const char *expect;	/* how the error line describes a good value */
+	const char *expect; /* how the error line describes a good value */
 };
 
-static const char *const modes[] = { "auto", "off", "require", NULL };
-static const char *const levels[] = { "error", "warn", "info", "debug", NULL };
+static const char *const modes[] = {"auto", "off", "require", NULL};
+static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
 
 #define F(field) offsetof(struct shim_config, field)
 static const struct var vars[] = {
-	{ "ERDMA_SHIM", V_CHOICE, F(mode), 0, 0, modes, "auto, off or require" },
-	{ "ERDMA_SHIM_LOG", V_CHOICE, F(log_level), 0, 0, levels,
-	  "error, warn, info or debug" },
-	{ "ERDMA_SHIM_LOG_FILE", V_PATH, F(log_file), 0, 0, NULL,
-	  "a file path shorter than 256 bytes (%p = pid)" },
-	{ "ERDMA_SHIM_ALLOW", V_RULES, F(allow), 0, 0, NULL,
-	  "comma-separated CIDR[:port[-port]] rules" },
-	{ "ERDMA_SHIM_DENY", V_RULES, F(deny), 0, 0, NULL,
-	  "comma-separated CIDR[:port[-port]] rules" },
-	{ "ERDMA_SHIM_PORT_OFFSET", V_UINT, F(port_offset), 0, 65535, NULL,
-	  "an integer 0..65535" },
-	{ "ERDMA_SHIM_CONNECT_TIMEOUT_MS", V_UINT, F(connect_timeout_ms), 1,
-	  600000, NULL, "milliseconds, 1..600000" },
-	{ "ERDMA_SHIM_NEGCACHE_TTL_S", V_UINT, F(negcache_ttl_s), 0, 86400,
-	  NULL, "seconds, 0..86400" },
-	{ "ERDMA_SHIM_SNDBUF", V_SIZE, F(sndbuf), 4096, 1u << 30, NULL,
-	  "0 or a size 4K..1G (suffix K, M or G allowed)" },
-	{ "ERDMA_SHIM_RCVBUF", V_SIZE, F(rcvbuf), 4096, 1u << 30, NULL,
-	  "0 or a size 4K..1G (suffix K, M or G allowed)" },
-	{ "ERDMA_SHIM_SQ_SIZE", V_UINT, F(sq_size), 0, 65536, NULL,
-	  "0 or a queue depth up to 65536" },
-	{ "ERDMA_SHIM_RQ_SIZE", V_UINT, F(rq_size), 0, 65536, NULL,
-	  "0 or a queue depth up to 65536" },
-	{ "ERDMA_SHIM_INLINE", V_UINT, F(inline_size), 0, 4096, NULL,
-	  "bytes, 0..4096" },
-	{ "ERDMA_SHIM_POLL_US", V_UINT, F(poll_us), 0, 1000000, NULL,
-	  "microseconds, 0..1000000" },
-	{ "ERDMA_SHIM_STATS", V_BOOL, F(stats), 0, 0, NULL, "0 or 1" },
-	{ "ERDMA_SHIM_STATS_SHM", V_BOOL, F(stats_shm), 0, 0, NULL, "0 or 1" },
+    {"ERDMA_SHIM", V_CHOICE, F(mode), 0, 0, modes, "auto, off or require"},
+    {"ERDMA_SHIM_LOG", V_CHOICE, F(log_level), 0, 0, levels,
+     "error, warn, info or debug"},
+    {"ERDMA_SHIM_LOG_FILE", V_PATH, F(log_file), 0, 0, NULL,
+     "a file path shorter than 256 bytes (%p = pid)"},
+    {"ERDMA_SHIM_ALLOW", V_RULES, F(allow), 0, 0, NULL,
+     "comma-separated CIDR[:port[-port]] rules"},
+    {"ERDMA_SHIM_DENY", V_RULES, F(deny), 0, 0, NULL,
+     "comma-separated CIDR[:port[-port]] rules"},
+    {"ERDMA_SHIM_PORT_OFFSET", V_UINT, F(port_offset), 0, 65535, NULL,
+     "an integer 0..65535"},
+    {"ERDMA_SHIM_CONNECT_TIMEOUT_MS", V_UINT, F(connect_timeout_ms), 1, 600000,
+     NULL, "milliseconds, 1..600000"},
+    {"ERDMA_SHIM_NEGCACHE_TTL_S", V_UINT, F(negcache_ttl_s), 0, 86400, NULL,
+     "seconds, 0..86400"},
+    {"ERDMA_SHIM_SNDBUF", V_SIZE, F(sndbuf), 4096, 1u << 30, NULL,
+     "0 or a size 4K..1G (suffix K, M or G allowed)"},
+    {"ERDMA_SHIM_RCVBUF", V_SIZE, F(rcvbuf), 4096, 1u << 30, NULL,
+     "0 or a size 4K..1G (suffix K, M or G allowed)"},
+    {"ERDMA_SHIM_SQ_SIZE", V_UINT, F(sq_size), 0, 65536, NULL,
+     "0 or a queue depth up to 65536"},
+    {"ERDMA_SHIM_RQ_SIZE", V_UINT, F(rq_size), 0, 65536, NULL,
+     "0 or a queue depth up to 65536"},
+    {"ERDMA_SHIM_INLINE", V_UINT, F(inline_size), 0, 4096, NULL,
+     "bytes, 0..4096"},
+    {"ERDMA_SHIM_POLL_US", V_UINT, F(poll_us), 0, 1000000, NULL,
+     "microseconds, 0..1000000"},
+    {"ERDMA_SHIM_STATS", V_BOOL, F(stats), 0, 0, NULL, "0 or 1"},
+    {"ERDMA_SHIM_STATS_SHM", V_BOOL, F(stats_shm), 0, 0, NULL, "0 or 1"},
 };
 #undef F
 
@@ -113,10 +114,20 @@ static int parse_number(const char *s, bool size, unsigned long long *out)
 		unsigned int shift = 0;
 
 		switch (*s) {
-		case 'k': case 'K': shift = 10; break;
-		case 'm': case 'M': shift = 20; break;
-		case 'g': case 'G': shift = 30; break;
-		default: return -1;
+		case 'k':
+		case 'K':
+			shift = 10;
+			break;
+		case 'm':
+		case 'M':
+			shift = 20;
+			break;
+		case 'g':
+		case 'G':
+			shift = 30;
+			break;
+		default:
+			return -1;
 		}
 		s++;
 		if (v > (~0ULL >> shift))
@@ -270,8 +281,7 @@ static int apply(struct shim_config *c, const struct var *v, const char *val)
 	return -1;
 }
 
-static void say(shim_report_fn report, void *arg, const char *msg,
-		bool invalid)
+static void say(shim_report_fn report, void *arg, const char *msg, bool invalid)
 {
 	if (report)
 		report(msg, invalid, arg);
@@ -331,9 +341,11 @@ int shim_config_parse(struct shim_config *c, char *const *envp,
 			char name[80], raw[65];
 
 			/* A typo must not pass silently, but it is harmless. */
-			snprintf(raw, sizeof(raw), "%.*s", nlen > 64 ? 64 : nlen, e);
+			snprintf(raw, sizeof(raw), "%.*s",
+				 nlen > 64 ? 64 : nlen, e);
 			shown(raw, name, sizeof(name));
-			snprintf(msg, sizeof(msg), "unknown variable %s ignored", name);
+			snprintf(msg, sizeof(msg),
+				 "unknown variable %s ignored", name);
 			say(report, arg, msg, false);
 			problems++;
 			continue;
@@ -343,7 +355,8 @@ int shim_config_parse(struct shim_config *c, char *const *envp,
 
 			shown(eq + 1, val, sizeof(val));
 			snprintf(msg, sizeof(msg),
-				 "%s='%s' is invalid (expected %s); running on TCP only",
+				 "%s='%s' is invalid (expected %s); running on "
+				 "TCP only",
 				 v->name, val, v->expect);
 			say(report, arg, msg, true);
 			c->invalid = true;
@@ -376,8 +389,8 @@ static bool rule_match(const struct shim_rule *r, int family,
 	return r->family == family && prefix_match(r->addr, addr, r->prefix);
 }
 
-static bool any_match(const struct shim_rule *rules, unsigned int n,
-		      int family, const uint8_t *addr, uint16_t port)
+static bool any_match(const struct shim_rule *rules, unsigned int n, int family,
+		      const uint8_t *addr, uint16_t port)
 {
 	for (unsigned int i = 0; i < n; i++)
 		if (rule_match(&rules[i], family, addr, port))
@@ -387,7 +400,7 @@ static bool any_match(const struct shim_rule *rules, unsigned int n,
 
 static bool is_loopback(int family, const uint8_t *a)
 {
-	static const uint8_t v6lo[16] = { [15] = 1 };
+	static const uint8_t v6lo[16] = {[15] = 1};
 
 	if (family == AF_INET)
 		return a[0] == 127;
@@ -398,7 +411,7 @@ bool shim_config_allows(const struct shim_config *c, int family,
 			const void *addr, uint16_t port)
 {
 	const uint8_t *a = addr;
-	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
+	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
 
 	if (family == AF_INET6 && !memcmp(a, mapped, 12)) {
 		family = AF_INET;
@@ -439,7 +452,8 @@ size_t shim_config_describe(const struct shim_config *c, char *buf, size_t len)
 		case V_CHOICE:
 			if (*(const int *)a == *(const int *)b)
 				continue;
-			snprintf(val, sizeof(val), "%s", v->choices[*(const int *)a]);
+			snprintf(val, sizeof(val), "%s",
+				 v->choices[*(const int *)a]);
 			break;
 		case V_BOOL:
 			if (*(const bool *)a == *(const bool *)b)
@@ -448,9 +462,11 @@ size_t shim_config_describe(const struct shim_config *c, char *buf, size_t len)
 			break;
 		case V_UINT:
 		case V_SIZE:
-			if (*(const unsigned int *)a == *(const unsigned int *)b)
+			if (*(const unsigned int *)a ==
+			    *(const unsigned int *)b)
 				continue;
-			snprintf(val, sizeof(val), "%u", *(const unsigned int *)a);
+			snprintf(val, sizeof(val), "%u",
+				 *(const unsigned int *)a);
 			break;
 		case V_PATH:
 			if (!strcmp(a, b))
@@ -458,10 +474,14 @@ size_t shim_config_describe(const struct shim_config *c, char *buf, size_t len)
 			snprintf(val, sizeof(val), "%.60s", a);
 			break;
 		case V_RULES:
-			if (v->off == offsetof(struct shim_config, allow) ? !c->n_allow : !c->n_deny)
+			if (v->off == offsetof(struct shim_config, allow)
+				? !c->n_allow
+				: !c->n_deny)
 				continue;
 			snprintf(val, sizeof(val), "%u rule(s)",
-				 v->off == offsetof(struct shim_config, allow) ? c->n_allow : c->n_deny);
+				 v->off == offsetof(struct shim_config, allow)
+				     ? c->n_allow
+				     : c->n_deny);
 			break;
 		}
 		n = snprintf(buf + used, len - used, "%s%s=%s", used ? " " : "",

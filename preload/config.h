@@ -13,7 +13,12 @@
 #include <stdint.h>
 
 enum shim_mode { SHIM_MODE_AUTO, SHIM_MODE_OFF, SHIM_MODE_REQUIRE };
-enum shim_level { SHIM_LOG_ERROR, SHIM_LOG_WARN, SHIM_LOG_INFO, SHIM_LOG_DEBUG };
+enum shim_level {
+	SHIM_LOG_ERROR,
+	SHIM_LOG_WARN,
+	SHIM_LOG_INFO,
+	SHIM_LOG_DEBUG
+};
 
 #define SHIM_MAX_RULES 32
 #define SHIM_PATH_MAX 256
@@ -43,7 +48,8 @@ struct shim_config {
 	unsigned int poll_us;
 	bool stats;
 	bool stats_shm; /* the /dev/shm/erdma-shim.PID table (stats.h) */
-	bool invalid; /* a value was rejected: the process runs in passthrough */
+	bool
+	    invalid; /* a value was rejected: the process runs in passthrough */
 	bool env_ignored; /* setuid/setgid: the environment is not trusted */
 };
 
@@ -67,8 +73,9 @@ static inline uint16_t shim_port_map(uint16_t port, unsigned int offset)
 /*
  * Parse every ERDMA_SHIM* entry of envp (NULL-terminated "NAME=value").
  * Each rejected value or unknown name is reported as one line through
- * report(msg, invalid, arg); invalid is false for a mere unknown name.  A rejected value sets c->invalid and mode=off.
- * Returns the number of problems found.
+ * report(msg, invalid, arg); invalid is false for a mere unknown name.  A
+ * rejected value sets c->invalid and mode=off. Returns the number of problems
+ * found.
  */
 typedef void (*shim_report_fn)(const char *msg, bool invalid, void *arg);
 int shim_config_parse(struct shim_config *c, char *const *envp,

@@ -55,9 +55,11 @@ static int reserve_port(int fd, struct shim_sock *s, int dst_family,
 	if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) < 0)
 		return -errno;
 	if (shim_addr_port((struct sockaddr *)&k) == 0) {
-		struct sockaddr_storage any = { .ss_family = (sa_family_t)s->family };
-		socklen_t alen = s->family == AF_INET ? sizeof(struct sockaddr_in)
-						      : sizeof(struct sockaddr_in6);
+		struct sockaddr_storage any = {.ss_family =
+						   (sa_family_t)s->family};
+		socklen_t alen = s->family == AF_INET
+				     ? sizeof(struct sockaddr_in)
+				     : sizeof(struct sockaddr_in6);
 
 		if (REAL(bind)(fd, (struct sockaddr *)&any, alen) < 0)
 			return -errno;
@@ -87,8 +89,8 @@ static void fill_local(int fd, struct shim_sock *s, int rs)
 
 	if (sg_getsockname(rs, (struct sockaddr *)&here, &hlen) < 0)
 		memset(&here, 0, sizeof(here)), here.ss_family = AF_INET;
-	s->local_len = shim_addr_to_family((struct sockaddr *)&here, s->family,
-					   &s->local);
+	s->local_len =
+	    shim_addr_to_family((struct sockaddr *)&here, s->family, &s->local);
 	if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) == 0)
 		shim_addr_set_port((struct sockaddr *)&s->local,
 				   shim_addr_port((struct sockaddr *)&k));
@@ -103,23 +105,24 @@ static void fill_local(int fd, struct shim_sock *s, int rs)
  */
 #define REFUSED_RETRY_MS 1000
 
-static int connect_rdma(struct shim_sock *s, const struct sockaddr_storage *rdst,
-			socklen_t dlen, const struct sockaddr_storage *src,
-			socklen_t srclen)
+static int connect_rdma(struct shim_sock *s,
+			const struct sockaddr_storage *rdst, socklen_t dlen,
+			const struct sockaddr_storage *src, socklen_t srclen)
 {
 	int64_t until = shim_now_ms() + REFUSED_RETRY_MS;
 	long nap_ms = 5;
 	int rs;
 
 	for (;;) {
-		rs = sg_connect((const struct sockaddr *)rdst, dlen,
-				(const struct sockaddr *)src, srclen,
-				(int)shim_cfg.connect_timeout_ms,
-				&(struct sg_bufs){ .snd = s->sndbuf, .rcv = s->rcvbuf });
+		rs = sg_connect(
+		    (const struct sockaddr *)rdst, dlen,
+		    (const struct sockaddr *)src, srclen,
+		    (int)shim_cfg.connect_timeout_ms,
+		    &(struct sg_bufs){.snd = s->sndbuf, .rcv = s->rcvbuf});
 		if (rs != -ECONNREFUSED || shim_cfg.mode != SHIM_MODE_REQUIRE ||
 		    shim_now_ms() + nap_ms > until)
 			return rs;
-		nanosleep(&(struct timespec){ 0, nap_ms * 1000000L }, NULL);
+		nanosleep(&(struct timespec){0, nap_ms * 1000000L}, NULL);
 		nap_ms = nap_ms < 100 ? nap_ms * 2 : 100;
 	}
 }
@@ -138,16 +141,19 @@ static int iwarp_share_port(int fd)
 	socklen_t len = sizeof(old);
 
 	if (!sg_iwarp() ||
-	    REAL(getsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &old, &len) < 0 || old)
+	    REAL(getsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &old, &len) < 0 ||
+	    old)
 		return -1;
-	return REAL(setsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0
-		       ? -1 : old;
+	if (REAL(setsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0)
+		return -1;
+	return old;
 }
 
 static void iwarp_unshare_port(int fd, int old)
 {
 	if (old >= 0)
-		REAL(setsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &old, sizeof(old));
+		(void)REAL(setsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &old,
+				       sizeof(old));
 }
 
 /* Try RDMA: the connected rsocket, or -errno (a reason to fall back). */
@@ -167,8 +173,9 @@ static int try_rdma(int fd, struct shim_sock *s,
 		return -EACCES;
 	}
 	if (!sg_available()) {
-		*why = sg_fork_tainted() ? "fork child of a process that used RDMA"
-					 : "no RDMA device";
+		*why = sg_fork_tainted()
+			   ? "fork child of a process that used RDMA"
+			   : "no RDMA device";
 		return -ENETUNREACH;
 	}
 	if (!port) {
@@ -177,7 +184,8 @@ static int try_rdma(int fd, struct shim_sock *s,
 	}
 	shim_addr_set_port((struct sockaddr *)&rdst, shim_rdma_port(port));
 	if (shim_cfg.mode == SHIM_MODE_AUTO &&
-	    sg_negcache_hit((struct sockaddr *)&rdst, shim_cfg.negcache_ttl_s)) {
+	    sg_negcache_hit((struct sockaddr *)&rdst,
+			    shim_cfg.negcache_ttl_s)) {
 		*why = "negative cache";
 		return -ECONNREFUSED;
 	}
@@ -212,7 +220,7 @@ static int try_rdma(int fd, struct shim_sock *s,
 static int copy_user_addr(const struct sockaddr *addr, socklen_t len,
 			  struct sockaddr_storage *out)
 {
-	struct iovec here = { out, len }, there = { (void *)addr, len };
+	struct iovec here = {out, len}, there = {(void *)addr, len};
 	ssize_t n;
 
 	if ((int)len < 0 || len > sizeof(*out))
@@ -262,8 +270,8 @@ static void forget_peer(const struct sockaddr_storage *dst)
 	sg_negcache_del((struct sockaddr *)&rdst);
 }
 
-static int connect_slow(int fd, struct shim_sock *s, const struct sockaddr *addr,
-			socklen_t len)
+static int connect_slow(int fd, struct shim_sock *s,
+			const struct sockaddr *addr, socklen_t len)
 {
 	struct sockaddr_storage dst, ua;
 	const char *why = "";
@@ -280,20 +288,22 @@ static int connect_slow(int fd, struct shim_sock *s, const struct sockaddr *addr
 	if (!addr || len < sizeof(sa_family_t) ||
 	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
 	    addr->sa_family != s->family ||
-	    len < (addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) :
-						sizeof(struct sockaddr_in6)))
+	    len < (addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+					      : sizeof(struct sockaddr_in6)))
 		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 
 	dlen = shim_addr_unmap(addr, len, &dst);
 	rs = try_rdma(fd, s, &dst, dlen, &why);
 	if (rs < 0) {
 		shim_dbg("fd %d -> %s: TCP (%s: %s)", fd,
-			 addr_str(&dst, abuf, sizeof(abuf)), why, strerror(-rs));
+			 addr_str(&dst, abuf, sizeof(abuf)), why,
+			 strerror(-rs));
 		if (shim_cfg.mode == SHIM_MODE_REQUIRE) {
 			shim_warn("fd %d -> %s: RDMA required but %s (%s)", fd,
 				  addr_str(&dst, abuf, sizeof(abuf)), why,
 				  strerror(-rs));
-			return rs == -EACCES || rs == -ERANGE ? -ECONNREFUSED : rs;
+			return rs == -EACCES || rs == -ERANGE ? -ECONNREFUSED
+							      : rs;
 		}
 		if (rs == -ENOMEM || rs == -ENOBUFS || rs == -EMFILE)
 			warn_resources_once(&dst, rs);
@@ -301,7 +311,8 @@ static int connect_slow(int fd, struct shim_sock *s, const struct sockaddr *addr
 		shim_fd_install(fd, NULL);
 		r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 		if (r == 0 || r == -EINPROGRESS)
-			shim_stat_kernel(fd, ERDMA_PATH_TCP, why, -rs, addr, len);
+			shim_stat_kernel(fd, ERDMA_PATH_TCP, why, -rs, addr,
+					 len);
 		else if (r != -EINTR && r != -EALREADY)
 			forget_peer(&dst);
 		return r;

@@ -72,15 +72,15 @@ struct ep_reg {
 	struct shim_sock *s; /* no reference: purged when its last fd goes */
 	uint32_t events;     /* the program's mask, with EPOLLET/ONESHOT */
 	epoll_data_t data;
-	uint32_t reported;   /* ET: bits already reported */
+	uint32_t reported; /* ET: bits already reported */
 	unsigned int rd_seen, wr_seen;
 	/* ET EPOLLIN of an rsocket: bytes arrived at its last report
 	 * (shim_rdma_arrived), when that count was exact (in_known). */
 	uint64_t in_base;
 	bool in_known;
-	bool disabled;	     /* EPOLLONESHOT fired */
-	bool in_kernel;	     /* still a kernel registration (not yet RDMA) */
-	bool marked;	     /* kernel registration(s) carry the marker */
+	bool disabled;	      /* EPOLLONESHOT fired */
+	bool in_kernel;	      /* still a kernel registration (not yet RDMA) */
+	bool marked;	      /* kernel registration(s) carry the marker */
 	struct ep_set *inner; /* a nested epoll fd's registry */
 	unsigned int stamp, slot; /* translate(): this call's event index+1 */
 	struct ep_reg *next;
@@ -92,10 +92,10 @@ struct ep_set {
 	pthread_mutex_t lock;
 	struct ep_reg *regs;
 	struct ep_reg *grave; /* unlinked marked registrations, see reap */
-	int nemul;	     /* atomic: RDMA and nested registrations */
-	int nmarked;	     /* marked registrations (under lock) */
-	int direct_waiters;  /* atomic: threads asleep in the kernel's wait */
-	unsigned int stamp;  /* per collect */
+	int nemul;	      /* atomic: RDMA and nested registrations */
+	int nmarked;	      /* marked registrations (under lock) */
+	int direct_waiters;   /* atomic: threads asleep in the kernel's wait */
+	unsigned int stamp;   /* per collect */
 	/*
 	 * Fairness (gather): turns alternate between a pass over the
 	 * registry, which resumes where the last call stopped (cursor; NULL:
@@ -114,14 +114,15 @@ struct ep_set {
 };
 
 /* Kernel data of the wake eventfd: never a valid ep_reg address. */
-#define WAKE_MARK(set) ((uint64_t)(uintptr_t)&(set)->wake_fd)
+#define WAKE_MARK(set) ((uint64_t)(uintptr_t) & (set)->wake_fd)
 /* The accept queue of a listener: its reg's address with bit 0 set. */
 #define QFD_TAG 1u
 
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep_set *all_sets;
 
-#define EP_RDMA_BITS (EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLWRNORM | EPOLLRDHUP)
+#define EP_RDMA_BITS                                                           \
+	(EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLWRNORM | EPOLLRDHUP)
 
 /*
  * Wake the set's waiters so that they take a new snapshot.  Those asleep in
@@ -134,8 +135,8 @@ static void kick(struct ep_set *set)
 
 	(void)REAL(write)(set->wake_fd, &one, sizeof(one));
 	if (__atomic_load_n(&set->direct_waiters, __ATOMIC_SEQ_CST)) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT,
-					  .data.u64 = WAKE_MARK(set) };
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT,
+					 .data.u64 = WAKE_MARK(set)};
 
 		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_MOD, set->wake_fd, &ev);
 	}
@@ -235,7 +236,7 @@ static int set_install(int epfd, struct ep_set *set)
  */
 static int ensure_wake(struct ep_set *set)
 {
-	struct epoll_event ev = { .events = 0, .data.u64 = WAKE_MARK(set) };
+	struct epoll_event ev = {.events = 0, .data.u64 = WAKE_MARK(set)};
 	int fd;
 
 	if (__atomic_load_n(&set->wake_fd, __ATOMIC_ACQUIRE) >= 0)
@@ -396,8 +397,8 @@ void shim_epoll_sock_changed(struct shim_sock *s)
 static void add_door(struct ep_set *set, struct ep_reg **pp)
 {
 	struct ep_reg *r = *pp;
-	struct epoll_event kev = { .events = r->events,
-				   .data.u64 = (uint64_t)(uintptr_t)r | QFD_TAG };
+	struct epoll_event kev = {.events = r->events,
+				  .data.u64 = (uint64_t)(uintptr_t)r | QFD_TAG};
 	int qfd = shim_listen_qfd(r->s);
 
 	if (r->marked && qfd >= 0)
@@ -428,12 +429,14 @@ void shim_epoll_kick_parked(struct shim_sock *s)
 static int kernel_ctl(struct ep_set *set, int op, struct ep_reg *r,
 		      const struct epoll_event *ev)
 {
-	struct epoll_event kev = { 0 };
+	struct epoll_event kev = {0};
 	int qfd = -1;
 
 	if (!r->marked)
 		return REAL(epoll_ctl)(set->epfd, op, r->fd,
-				       (struct epoll_event *)ev) < 0 ? -errno : 0;
+				       (struct epoll_event *)ev) < 0
+			   ? -errno
+			   : 0;
 	if (ev)
 		kev.events = ev->events;
 	kev.data.u64 = (uint64_t)(uintptr_t)r;
@@ -464,7 +467,8 @@ static void drop_reg(struct ep_set *set, struct ep_reg **pp)
 
 	if (r->marked) {
 		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
-		int qfd = r->s->kind == SHIM_SK_LISTEN ? shim_listen_qfd(r->s) : -1;
+		int qfd =
+		    r->s->kind == SHIM_SK_LISTEN ? shim_listen_qfd(r->s) : -1;
 
 		if (qfd >= 0)
 			REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, qfd, NULL);
@@ -567,7 +571,9 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 	}
 	pthread_mutex_unlock(&set->lock);
 	shim_dbg("epoll_ctl(%d, %s, %d, 0x%x): %s", epfd,
-		 op == EPOLL_CTL_ADD ? "ADD" : op == EPOLL_CTL_MOD ? "MOD" : "DEL",
+		 op == EPOLL_CTL_ADD   ? "ADD"
+		 : op == EPOLL_CTL_MOD ? "MOD"
+				       : "DEL",
 		 fd, ev ? ev->events : 0, err ? strerror(-err) : "ok");
 	if (!err)
 		kick(set);
@@ -580,8 +586,9 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	int r;
 
-	if (likely(!s || s->kind == SHIM_SK_INTERNAL || s->kind == SHIM_SK_DEAD ||
-		   s->kind == SHIM_SK_SVC || shim_in_lib()))
+	if (likely(!s || s->kind == SHIM_SK_INTERNAL ||
+		   s->kind == SHIM_SK_DEAD || s->kind == SHIM_SK_SVC ||
+		   shim_in_lib()))
 		return REAL(epoll_ctl)(epfd, op, fd, ev);
 	s = shim_sock_ref(fd);
 	if (!s)
@@ -630,7 +637,8 @@ SHIM_EXPORT int epoll_create1(int flags)
 static uint32_t rdma_bits(struct shim_sock *s, short rev, uint32_t want)
 {
 	return (uint32_t)shim_rdma_revents(s, rev, (short)(want & 0xffff)) |
-	       ((want & EPOLLRDHUP) && shim_rdma_peer_eof(s, rev) ? EPOLLRDHUP : 0);
+	       ((want & EPOLLRDHUP) && shim_rdma_peer_eof(s, rev) ? EPOLLRDHUP
+								  : 0);
 }
 
 #define EP_IN_BITS (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)
@@ -741,7 +749,7 @@ static uint32_t filter(struct ep_reg *r, uint32_t cur, short rev)
 }
 
 int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
-		     struct ep_set *wake)
+		   struct ep_set *wake)
 {
 	if (w->n == w->cap) {
 		int cap = w->cap ? w->cap * 2 : 16;
@@ -795,7 +803,8 @@ static int recheck_timeout(int timeout_ms)
 	recheck_ms = recheck_ms ? recheck_ms * 2 : RECHECK_MIN_MS;
 	if (recheck_ms > RECHECK_MAX_MS)
 		recheck_ms = RECHECK_MAX_MS;
-	return timeout_ms < 0 || timeout_ms > recheck_ms ? recheck_ms : timeout_ms;
+	return timeout_ms < 0 || timeout_ms > recheck_ms ? recheck_ms
+							 : timeout_ms;
 }
 
 /* Sleep on everything w lists; on timeout or error nothing fired. */
@@ -825,7 +834,7 @@ void shim_watch_done(struct watch *w)
 	free(w->p);
 	free(w->held);
 	free(w->wakes);
-	*w = (struct watch){ 0 };
+	*w = (struct watch){0};
 }
 
 static bool peek_locked(struct ep_set *set, int depth);
@@ -865,7 +874,8 @@ static bool peek_locked(struct ep_set *set, int depth)
 				return true;
 			continue;
 		}
-		pfd = (struct pollfd){ .fd = r->s->rs, .events = POLLIN | POLLOUT };
+		pfd =
+		    (struct pollfd){.fd = r->s->rs, .events = POLLIN | POLLOUT};
 		if (sg_poll(&pfd, 1, 0) < 0)
 			continue;
 		cur = pfd.revents ? rdma_bits(r->s, pfd.revents, r->events) : 0;
@@ -876,7 +886,8 @@ static bool peek_locked(struct ep_set *set, int depth)
 			return true;
 		/* New data behind reported data: ready, as the kernel's ready
 		 * list would hold r again (the count stays for epoll_wait). */
-		if (again && in_again(r, in_count(r, cur, pfd.revents, &now), now))
+		if (again &&
+		    in_again(r, in_count(r, cur, pfd.revents, &now), now))
 			return true;
 	}
 	return false;
@@ -892,8 +903,9 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 	if (depth > 8)
 		return 0;
 	if (set->wake_fd >= 0)
-		err = shim_watch_add(w, (struct pollfd){ .fd = set->wake_fd, .events = POLLIN },
-				NULL, set);
+		err = shim_watch_add(
+		    w, (struct pollfd){.fd = set->wake_fd, .events = POLLIN},
+		    NULL, set);
 	for (r = set->regs; r && !err; r = r->next) {
 		uint32_t want;
 
@@ -914,8 +926,9 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 			pthread_mutex_unlock(&r->inner->lock);
 			continue;
 		}
-		err = shim_watch_add(w, (struct pollfd){ .fd = r->s->rs, .events = (short)want },
-				r->s, NULL);
+		err = shim_watch_add(
+		    w, (struct pollfd){.fd = r->s->rs, .events = (short)want},
+		    r->s, NULL);
 	}
 	return err;
 }
@@ -1002,7 +1015,8 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 			sc->at = k;
 		sc->v[k] = r;
 		sc->p[k].fd = r->disabled || r->in_kernel ? -1 : r->s->rs;
-		sc->p[k].events = (short)((r->events & EP_RDMA_BITS) | POLLIN | POLLOUT);
+		sc->p[k].events =
+		    (short)((r->events & EP_RDMA_BITS) | POLLIN | POLLOUT);
 		sc->p[k].revents = 0;
 	}
 	if (sg_poll(sc->p, (nfds_t)n, 0) < 0)
@@ -1024,7 +1038,7 @@ static void visit(struct ep_set *set, struct ep_reg *r, const struct pollfd *p,
 		return;
 	else
 		cur = p->revents ? rdma_bits(r->s, p->revents, r->events) &
-					   (r->events | EPOLLERR | EPOLLHUP)
+				       (r->events | EPOLLERR | EPOLLHUP)
 				 : 0;
 	cur = filter(r, cur, p->revents);
 	if (cur)
@@ -1207,11 +1221,11 @@ static int translate_locked(struct ep_set *set, struct epoll_event *evs,
 /* Step 3: sleep until the kernel set, a kick or a watched rsocket is ready. */
 static int sleep_on(struct ep_set *set, int timeout_ms, const sigset_t *mask)
 {
-	struct watch w = { 0 };
+	struct watch w = {0};
 	int ret;
 
-	ret = shim_watch_add(&w, (struct pollfd){ .fd = set->epfd, .events = POLLIN },
-			NULL, NULL);
+	ret = shim_watch_add(
+	    &w, (struct pollfd){.fd = set->epfd, .events = POLLIN}, NULL, NULL);
 	if (!ret)
 		ret = shim_epoll_watch(set, &w);
 	if (ret) {
@@ -1236,7 +1250,8 @@ static long mono_ms(void)
 /*
  * Nothing to emulate: the kernel waits, with the caller's timeout and
  * sigmask (atomically), counted as a direct waiter (by the caller) so
- * that kick() can wake it.  Returns events, 0 on timeout or a wake-up that brought none.
+ * that kick() can wake it.  Returns events, 0 on timeout or a wake-up that
+ * brought none.
  */
 static int wait_direct(struct ep_set *set, struct epoll_event *evs, int max,
 		       int timeout, const sigset_t *mask)

@@ -67,7 +67,7 @@ void shim_fdtable_fini(void)
 	shim_fdtab = NULL;
 	fdtab_span = 0;
 	pthread_mutex_lock(&overflow_lock);
-	HASH_ITER(hh, overflow, e, tmp) {
+	HASH_ITER (hh, overflow, e, tmp) {
 		HASH_DEL(overflow, e);
 		free(e);
 	}
@@ -94,7 +94,8 @@ struct shim_sock *shim_fd_get_slow(int fd)
 	if (__atomic_load_n(&shim_init_state, __ATOMIC_ACQUIRE) != 2) {
 		shim_init_slow();
 		if ((unsigned int)fd < shim_fdtab_cap)
-			return __atomic_load_n(&shim_fdtab[fd], __ATOMIC_ACQUIRE);
+			return __atomic_load_n(&shim_fdtab[fd],
+					       __ATOMIC_ACQUIRE);
 		if (!shim_fdtab_cap)
 			return NULL; /* init is still running on this thread */
 	}
@@ -133,17 +134,18 @@ struct shim_sock *shim_fd_xchg(int fd, struct shim_sock *s)
 	if (fd < 0)
 		return NULL;
 	if (s) {
-		unsigned int span = __atomic_load_n(&fdtab_span, __ATOMIC_RELAXED);
+		unsigned int span =
+		    __atomic_load_n(&fdtab_span, __ATOMIC_RELAXED);
 
 		while ((unsigned int)fd >= span &&
-		       !__atomic_compare_exchange_n(&fdtab_span, &span,
-						    (unsigned int)fd + 1, false,
-						    __ATOMIC_RELAXED,
-						    __ATOMIC_RELAXED))
+		       !__atomic_compare_exchange_n(
+			   &fdtab_span, &span, (unsigned int)fd + 1, false,
+			   __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			;
 	}
 	if ((unsigned int)fd < shim_fdtab_cap)
-		return __atomic_exchange_n(&shim_fdtab[fd], s, __ATOMIC_ACQ_REL);
+		return __atomic_exchange_n(&shim_fdtab[fd], s,
+					   __ATOMIC_ACQ_REL);
 	return overflow_xchg(fd, s);
 }
 

@@ -25,7 +25,8 @@ static void disown_inherited(void)
 	for (unsigned int fd = 0; fd < span; fd++) {
 		struct shim_sock *s = shim_fd_get((int)fd);
 
-		if (!s || (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN))
+		if (!s ||
+		    (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN))
 			continue;
 		/* A listener stays one: the parent's door (if any) stays the
 		 * parent's, and the child may open its own at its first wait
@@ -36,13 +37,16 @@ static void disown_inherited(void)
 				__atomic_sub_fetch(&shim_live_listeners, 1,
 						   __ATOMIC_RELAXED);
 			}
-			__atomic_store_n(&s->door, SHIM_DOOR_NONE, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->door, SHIM_DOOR_NONE,
+					 __ATOMIC_RELAXED);
 			continue;
 		}
-		/* The same sock may sit on several fds (dup): once is enough. */
+		/* The same sock may sit on several fds (dup): once is enough.
+		 */
 		if (s->rs >= 0) {
 			s->rs = -1;
-			__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
+			__atomic_sub_fetch(&shim_rdma_socks, 1,
+					   __ATOMIC_RELAXED);
 		}
 		s->kind = SHIM_SK_DEAD;
 	}

@@ -27,8 +27,8 @@ __thread int *shim_pair_capture;
 __thread const sigset_t *shim_lib_sigmask;
 __thread bool shim_svc_guard;
 struct shim_config shim_cfg;
-struct shim_sock shim_internal_sock = { .kind = SHIM_SK_INTERNAL };
-struct shim_sock shim_svc_sock = { .kind = SHIM_SK_SVC };
+struct shim_sock shim_internal_sock = {.kind = SHIM_SK_INTERNAL};
+struct shim_sock shim_svc_sock = {.kind = SHIM_SK_SVC};
 
 static __thread bool in_init; /* this thread is running init */
 

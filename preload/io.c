@@ -73,7 +73,7 @@ static int nap_cancellable(struct shim_sock *s, const struct timespec *ts)
 static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo,
 		    int64_t *deadline)
 {
-	struct pollfd p = { .fd = s->rs, .events = ev };
+	struct pollfd p = {.fd = s->rs, .events = ev};
 	int ms = tv_ms(tmo), left = -1, r;
 
 	for (;;) {
@@ -126,7 +126,7 @@ static ssize_t recv_none(struct shim_sock *s, bool dontwait)
  */
 static int peek_pause(struct shim_sock *s, int *pause_ms, int64_t *deadline)
 {
-	struct pollfd p = { .fd = s->rs, .events = POLLIN };
+	struct pollfd p = {.fd = s->rs, .events = POLLIN};
 	int ms = tv_ms(&s->rcvtimeo), nap = *pause_ms, r;
 	struct timespec ts;
 
@@ -140,7 +140,7 @@ static int peek_pause(struct shim_sock *s, int *pause_ms, int64_t *deadline)
 		if (nap <= 0)
 			return -EAGAIN;
 	}
-	ts = (struct timespec){ 0, nap * 1000000L };
+	ts = (struct timespec){0, nap * 1000000L};
 	r = nap_cancellable(s, &ts);
 	if (r < 0 && (ms >= 0 || !shim_eintr_restarts()))
 		return -EINTR;
@@ -218,8 +218,8 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			i++, off = 0;
 			continue;
 		}
-		r = take(s, (char *)iov[i].iov_base + off,
-			 iov[i].iov_len - off, rflags);
+		r = take(s, (char *)iov[i].iov_base + off, iov[i].iov_len - off,
+			 rflags);
 		if (r > 0) {
 			got += (size_t)r;
 			off += (size_t)r;
@@ -330,7 +330,7 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	 * gone (until credits run out): ask first, so that what follows is
 	 * TCP's answer, not bytes queued for nobody. */
 	{
-		struct pollfd p = { .fd = s->rs, .events = POLLOUT };
+		struct pollfd p = {.fd = s->rs, .events = POLLOUT};
 
 		if (sg_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
 			return past_end(s, want, p.revents, flags);
@@ -431,7 +431,8 @@ bool shim_rdma_peer_eof(struct shim_sock *s, short rev)
 	char c;
 
 	if ((rev & POLLHUP) || s->rd_shut)
-		return true; /* the kernel shows RDHUP for our own SHUT_RD too */
+		return true; /* the kernel shows RDHUP for our own SHUT_RD too
+			      */
 	if (!(rev & POLLIN))
 		return false;
 	return sg_recv(s->rs, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
@@ -503,7 +504,7 @@ int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out)
 
 static inline ssize_t recv1(struct shim_sock *s, void *buf, size_t n, int flags)
 {
-	struct iovec v = { .iov_base = buf, .iov_len = n };
+	struct iovec v = {.iov_base = buf, .iov_len = n};
 
 	return shim_rdma_recvv(s, &v, 1, flags);
 }
@@ -511,7 +512,7 @@ static inline ssize_t recv1(struct shim_sock *s, void *buf, size_t n, int flags)
 static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 			    int flags)
 {
-	struct iovec v = { .iov_base = (void *)buf, .iov_len = n };
+	struct iovec v = {.iov_base = (void *)buf, .iov_len = n};
 
 	return shim_rdma_sendv(s, &v, 1, flags);
 }
@@ -673,9 +674,10 @@ static int recvmmsg_rdma(struct shim_sock *s, struct mmsghdr *vmsg,
 	unsigned int i;
 
 	for (i = 0; i < vlen; i++) {
-		ssize_t r = recvmsg_rdma(s, &vmsg[i].msg_hdr,
-					 i ? (flags | MSG_DONTWAIT) & ~MSG_WAITFORONE :
-					     flags & ~MSG_WAITFORONE);
+		ssize_t r =
+		    recvmsg_rdma(s, &vmsg[i].msg_hdr,
+				 i ? (flags | MSG_DONTWAIT) & ~MSG_WAITFORONE
+				   : flags & ~MSG_WAITFORONE);
 
 		if (r < 0)
 			return i ? (int)i : (int)r;

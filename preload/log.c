@@ -73,11 +73,13 @@ void shim_log_open(const struct shim_config *c)
 	if (!c->log_file[0])
 		return;
 	expand_path(c->log_file, log_path, sizeof(log_path));
-	log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	log_fd =
+	    open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (log_fd < 0) {
 		log_fd = 2;
 		shim_log_write(SHIM_LOG_WARN,
-			       "ERDMA_SHIM_LOG_FILE: cannot open '%s' (%s); logging to stderr",
+			       "ERDMA_SHIM_LOG_FILE: cannot open '%s' (%s); "
+			       "logging to stderr",
 			       log_path, strerror(errno));
 		return;
 	}
@@ -96,7 +98,7 @@ void shim_log_fd_changed(int fd, bool closed)
 
 void shim_log_write(int level, const char *fmt, ...)
 {
-	static const char *const tag[] = { "error", "warn", "info", "debug" };
+	static const char *const tag[] = {"error", "warn", "info", "debug"};
 	char buf[1024];
 	int saved = errno, n, m;
 	va_list ap;

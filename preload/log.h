@@ -11,7 +11,7 @@ extern int shim_log_level;
 void shim_log_start(void);
 void shim_log_open(const struct shim_config *c);
 void shim_log_write(int level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* Level test first, so a disabled message costs one compare. */
 #define shim_log(level, ...)                                                   \

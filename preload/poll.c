@@ -27,7 +27,6 @@ static inline bool rdma_in_use(void)
 	       !shim_in_lib();
 }
 
-
 /*
  * The rewritten poll.  Returns like poll() but -errno.  tmo/mask are ppoll's
  * (tmo NULL = infinite); timeout_ms is used for the rpoll path.
@@ -73,8 +72,9 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		} else if (s->kind == SHIM_SK_LISTEN) {
 			if (fds[i].events & POLLIN)
 				shim_listen_door(s);
-			p[n] = (struct pollfd){ .fd = shim_listen_qfd(s),
-						.events = fds[i].events & POLLIN };
+			p[n] =
+			    (struct pollfd){.fd = shim_listen_qfd(s),
+					    .events = fds[i].events & POLLIN};
 			n++;
 		}
 	}
@@ -95,12 +95,15 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			if (s && s->kind == SHIM_SK_RDMA) {
 				short want = fds[i].events;
 
-				rev = (short)(shim_rdma_revents(s, rev, want) |
-					      ((want & POLLRDHUP) &&
-					       shim_rdma_peer_eof(s, rev) ? POLLRDHUP : 0));
-				rev &= (short)(want | POLLERR | POLLHUP | POLLNVAL);
-			}
-			else if (s && s->kind == SHIM_SK_LISTEN)
+				rev =
+				    (short)(shim_rdma_revents(s, rev, want) |
+					    ((want & POLLRDHUP) &&
+						     shim_rdma_peer_eof(s, rev)
+						 ? POLLRDHUP
+						 : 0));
+				rev &= (short)(want | POLLERR | POLLHUP |
+					       POLLNVAL);
+			} else if (s && s->kind == SHIM_SK_LISTEN)
 				rev |= p[x++].revents;
 			fds[i].revents = rev;
 			count += rev != 0;
@@ -143,7 +146,7 @@ static int watch_fds(const struct pollfd *fds, nfds_t nfds, struct watch *w)
 	int err = 0;
 
 	for (nfds_t i = 0; i < nfds && !err; i++) {
-		struct pollfd q = { .fd = fds[i].fd, .events = fds[i].events };
+		struct pollfd q = {.fd = fds[i].fd, .events = fds[i].events};
 		struct shim_sock *s = shim_sock_ref(fds[i].fd);
 
 		if (s && s->kind == SHIM_SK_RDMA) {
@@ -152,9 +155,11 @@ static int watch_fds(const struct pollfd *fds, nfds_t nfds, struct watch *w)
 		} else {
 			err = shim_watch_add(w, q, NULL, NULL);
 			if (!err && s && s->kind == SHIM_SK_LISTEN)
-				err = shim_watch_add(w, (struct pollfd){
-						.fd = shim_listen_qfd(s),
-						.events = POLLIN }, NULL, NULL);
+				err = shim_watch_add(
+				    w,
+				    (struct pollfd){.fd = shim_listen_qfd(s),
+						    .events = POLLIN},
+				    NULL, NULL);
 			else if (!err && is_epoll_emul(s))
 				err = shim_epoll_watch(s->epset, w);
 		}
@@ -175,7 +180,7 @@ static long mono_ms(void)
 /* One non-blocking look at fds, the epoll fds' emulated sides included. */
 static int poll_now(struct pollfd *fds, nfds_t nfds)
 {
-	struct timespec zero = { 0, 0 };
+	struct timespec zero = {0, 0};
 	int r = poll_slow(fds, nfds, 0, &zero, NULL);
 
 	if (r < 0)
@@ -202,7 +207,7 @@ static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	long deadline = timeout_ms > 0 ? mono_ms() + timeout_ms : 0;
 
 	for (;;) {
-		struct watch w = { 0 };
+		struct watch w = {0};
 		int r = poll_now(fds, nfds), left = timeout_ms;
 
 		if (r != 0 || timeout_ms == 0)
@@ -251,7 +256,8 @@ static int lib_poll(struct pollfd *fds, nfds_t nfds, int timeout)
 		return REAL(poll)(fds, nfds, timeout);
 	ts.tv_sec = timeout / 1000;
 	ts.tv_nsec = (long)(timeout % 1000) * 1000000L;
-	return REAL(ppoll)(fds, nfds, timeout < 0 ? NULL : &ts, shim_lib_sigmask);
+	return REAL(ppoll)(fds, nfds, timeout < 0 ? NULL : &ts,
+			   shim_lib_sigmask);
 }
 
 SHIM_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
@@ -285,7 +291,8 @@ SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
 	shim_ensure_init();
 	if (likely(!rdma_in_use()) || !any_ours(fds, nfds))
 		return REAL(ppoll)(fds, nfds, tmo, sigmask);
-	return (int)shim_ret(poll_any(fds, nfds, shim_ts_to_ms(tmo), tmo, sigmask));
+	return (int)shim_ret(
+	    poll_any(fds, nfds, shim_ts_to_ms(tmo), tmo, sigmask));
 }
 
 SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
@@ -326,7 +333,7 @@ static int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e,
 				return 0;
 			memcpy(p, stack, sizeof(stack));
 		}
-		p[n++] = (struct pollfd){ .fd = fd, .events = ev };
+		p[n++] = (struct pollfd){.fd = fd, .events = ev};
 		ours |= is_ours(shim_fd_get(fd));
 	}
 	if (!ours)
@@ -346,7 +353,8 @@ static int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e,
 			goto out;
 		}
 		/* select's view: an error or hang-up makes a read ready */
-		if (r && FD_ISSET(fd, r) && !(rev & (POLLIN | POLLHUP | POLLERR)))
+		if (r && FD_ISSET(fd, r) &&
+		    !(rev & (POLLIN | POLLHUP | POLLERR)))
 			FD_CLR(fd, r);
 		if (w && FD_ISSET(fd, w) && !(rev & (POLLOUT | POLLERR)))
 			FD_CLR(fd, w);
@@ -388,7 +396,8 @@ SHIM_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 	if (likely(!rdma_in_use()))
 		return REAL(select)(nfds, r, w, e, tmo);
 	if (tmo) {
-		if (tmo->tv_sec < 0 || tmo->tv_usec < 0 || tmo->tv_usec >= 1000000) {
+		if (tmo->tv_sec < 0 || tmo->tv_usec < 0 ||
+		    tmo->tv_usec >= 1000000) {
 			errno = EINVAL;
 			return -1;
 		}

@@ -81,9 +81,18 @@ static inline void shim_ensure_init(void)
  * rsocket_glue brackets itself with shim_enter_lib()/shim_leave_lib().
  */
 extern __thread int shim_lib_depth;
-static inline void shim_enter_lib(void) { shim_lib_depth++; }
-static inline void shim_leave_lib(void) { shim_lib_depth--; }
-static inline bool shim_in_lib(void) { return shim_lib_depth != 0; }
+static inline void shim_enter_lib(void)
+{
+	shim_lib_depth++;
+}
+static inline void shim_leave_lib(void)
+{
+	shim_lib_depth--;
+}
+static inline bool shim_in_lib(void)
+{
+	return shim_lib_depth != 0;
+}
 
 /*
  * While set (by rsocket_glue around its sleep in rpoll), the poll() that

@@ -35,7 +35,8 @@ bool shim_eintr_restarts(void)
 		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
 		    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS)
 			continue;
-		if (sigismember(&blocked, sig) == 1 || sigaction(sig, NULL, &sa) != 0)
+		if (sigismember(&blocked, sig) == 1 ||
+		    sigaction(sig, NULL, &sa) != 0)
 			continue; /* blocked, or glibc's own (SIGCANCEL...) */
 		if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
 			continue;

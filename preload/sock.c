@@ -73,7 +73,7 @@ struct shim_sock *shim_sock_ref(int fd)
 	return s;
 }
 
-static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+static const uint8_t v4mapped[12] = {[10] = 0xff, [11] = 0xff};
 
 socklen_t shim_addr_unmap(const struct sockaddr *in, socklen_t len,
 			  struct sockaddr_storage *out)
@@ -120,8 +120,10 @@ socklen_t shim_addr_to_family(const struct sockaddr *in, int family,
 uint16_t shim_addr_port(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port);
-	return ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
+		return ntohs(
+		    ((const struct sockaddr_in *)(const void *)sa)->sin_port);
+	return ntohs(
+	    ((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
 }
 
 void shim_addr_set_port(struct sockaddr *sa, uint16_t port)

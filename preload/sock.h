@@ -19,34 +19,34 @@
 
 enum shim_kind {
 	SHIM_SK_INTERNAL = 1, /* the shim's own fd (log): watched, not owned */
-	SHIM_SK_TCP,	      /* eligible TCP socket, not yet connected/listening */
-	SHIM_SK_RDMA,	      /* connection carried by an rsocket */
-	SHIM_SK_LISTEN,	      /* kernel listener plus an rsocket listener */
-	SHIM_SK_EPOLL,	      /* an epoll fd with RDMA registrations */
-	SHIM_SK_DEAD,	      /* inherited over fork: the kernel fd answers */
-	SHIM_SK_SVC,	      /* librdmacm's service-thread socket (see svc.c) */
+	SHIM_SK_TCP,	/* eligible TCP socket, not yet connected/listening */
+	SHIM_SK_RDMA,	/* connection carried by an rsocket */
+	SHIM_SK_LISTEN, /* kernel listener plus an rsocket listener */
+	SHIM_SK_EPOLL,	/* an epoll fd with RDMA registrations */
+	SHIM_SK_DEAD,	/* inherited over fork: the kernel fd answers */
+	SHIM_SK_SVC,	/* librdmacm's service-thread socket (see svc.c) */
 };
 
 struct shim_sock {
 	int kind;
-	int refs;   /* atomic: fds + calls in flight */
-	int fdrefs; /* atomic: fds only (dup shares the sock) */
-	int ep_regs; /* atomic: epoll registrations naming this sock */
+	int refs;      /* atomic: fds + calls in flight */
+	int fdrefs;    /* atomic: fds only (dup shares the sock) */
+	int ep_regs;   /* atomic: epoll registrations naming this sock */
 	int ep_parked; /* atomic: a sleeping epoll_wait stopped watching it */
 	struct ep_set *epset; /* SHIM_SK_EPOLL */
 	/* SHIM_SK_LISTEN: its RDMA door, the rsocket listener, is opened by
 	 * the first wait for a connection in this process (socket.c). */
-	int door;    /* atomic: SHIM_DOOR_* */
-	int door_users; /* atomic: threads inside a raccept on it */
-	int backlog; /* the program's */
-	int lfd;     /* the listening fd, for the log and the stats */
-	int rs;	    /* rsocket, -1 if none */
-	int family; /* the program's socket family */
-	bool nonblock;		/* the program's view of O_NONBLOCK */
-	bool connect_pending;	/* EINPROGRESS given, completion not yet told */
-	bool rd_shut, wr_shut;	/* shutdown() seen */
-	bool wr_full;		/* the last send could not all go (atomic) */
-	int so_error;		/* pending SO_ERROR for the program */
+	int door;	       /* atomic: SHIM_DOOR_* */
+	int door_users;	       /* atomic: threads inside a raccept on it */
+	int backlog;	       /* the program's */
+	int lfd;	       /* the listening fd, for the log and the stats */
+	int rs;		       /* rsocket, -1 if none */
+	int family;	       /* the program's socket family */
+	bool nonblock;	       /* the program's view of O_NONBLOCK */
+	bool connect_pending;  /* EINPROGRESS given, completion not yet told */
+	bool rd_shut, wr_shut; /* shutdown() seen */
+	bool wr_full;	       /* the last send could not all go (atomic) */
+	int so_error;	       /* pending SO_ERROR for the program */
 	/* atomic: the peer has gone and the one send TCP lets through after
 	 * that went (dropped): the connection is reset (io.c, past_end) */
 	int reset;

@@ -116,7 +116,7 @@ static int bind_slow(int fd, struct shim_sock *s, const struct sockaddr *addr,
 	for (int i = 0; REAL(bind)(fd, addr, len) < 0; i++) {
 		if (errno != EADDRINUSE || i == 100)
 			return -errno;
-		nanosleep(&(struct timespec){ 0, 10 * 1000000 }, NULL);
+		nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
 	}
 	return 0;
 }
@@ -160,9 +160,10 @@ static void door_iwarp_v4(struct shim_sock *s, struct sockaddr_storage *laddr,
 	socklen_t olen = sizeof(v6only);
 	uint16_t port = a6->sin6_port;
 
-	if (laddr->ss_family != AF_INET6 || !IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ||
-	    !sg_iwarp() ||
-	    REAL(getsockopt)(s->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &olen) < 0 ||
+	if (laddr->ss_family != AF_INET6 ||
+	    !IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) || !sg_iwarp() ||
+	    REAL(getsockopt)(s->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only,
+			     &olen) < 0 ||
 	    v6only)
 		return;
 	memset(laddr, 0, sizeof(*laddr));
@@ -178,16 +179,18 @@ static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
 {
 	uint16_t port;
 
-	*alen = shim_addr_unmap((struct sockaddr *)&s->local, s->local_len, laddr);
+	*alen =
+	    shim_addr_unmap((struct sockaddr *)&s->local, s->local_len, laddr);
 	door_iwarp_v4(s, laddr, alen);
 	port = shim_addr_port((struct sockaddr *)laddr);
 	if (!port)
 		return -EADDRNOTAVAIL;
-	if (!shim_config_allows(&shim_cfg, laddr->ss_family,
-				laddr->ss_family == AF_INET ?
-				(void *)&((struct sockaddr_in *)laddr)->sin_addr :
-				(void *)&((struct sockaddr_in6 *)laddr)->sin6_addr,
-				port))
+	if (!shim_config_allows(
+		&shim_cfg, laddr->ss_family,
+		laddr->ss_family == AF_INET
+		    ? (void *)&((struct sockaddr_in *)laddr)->sin_addr
+		    : (void *)&((struct sockaddr_in6 *)laddr)->sin6_addr,
+		port))
 		return -EACCES;
 	if (!sg_available())
 		return -ENODEV;
@@ -212,7 +215,7 @@ static int door_make(struct shim_sock *s)
 		return -EMFILE;
 	}
 	lrs = sg_listen((struct sockaddr *)&laddr, alen, s->backlog,
-			&(struct sg_bufs){ .snd = s->sndbuf, .rcv = s->rcvbuf });
+			&(struct sg_bufs){.snd = s->sndbuf, .rcv = s->rcvbuf});
 	if (lrs < 0)
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 	return lrs;
@@ -225,11 +228,13 @@ void shim_listen_door_slow(struct shim_sock *s)
 	int none = SHIM_DOOR_NONE, opening = SHIM_DOOR_OPENING, lrs;
 
 	if (!__atomic_compare_exchange_n(&s->door, &none, SHIM_DOOR_OPENING,
-					 false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+					 false, __ATOMIC_SEQ_CST,
+					 __ATOMIC_SEQ_CST)) {
 		/* Another thread is opening it: wait for the outcome, so that
 		 * this thread's wait watches the door too (rlisten: ms). */
-		while (__atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_OPENING)
-			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		while (__atomic_load_n(&s->door, __ATOMIC_ACQUIRE) ==
+		       SHIM_DOOR_OPENING)
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
 		return;
 	}
 	lrs = door_make(s);
@@ -239,17 +244,20 @@ void shim_listen_door_slow(struct shim_sock *s)
 		 * sibling) or another listener's here (SO_REUSEPORT): the
 		 * port is on RDMA through it. */
 		if (lrs != -EADDRINUSE && shim_cfg.mode == SHIM_MODE_REQUIRE)
-			shim_warn("fd %d: no RDMA listener (%s): serving TCP only",
-				  s->lfd, strerror(-lrs));
+			shim_warn(
+			    "fd %d: no RDMA listener (%s): serving TCP only",
+			    s->lfd, strerror(-lrs));
 		else
 			shim_info("fd %d: listening on TCP only (%s)", s->lfd,
 				  strerror(-lrs));
-		shim_stat_kernel(s->lfd, ERDMA_PATH_LISTEN_TCP, NULL, -lrs, NULL, 0);
+		shim_stat_kernel(s->lfd, ERDMA_PATH_LISTEN_TCP, NULL, -lrs,
+				 NULL, 0);
 		return;
 	}
 	s->rs = lrs;
-	if (!__atomic_compare_exchange_n(&s->door, &opening, SHIM_DOOR_OPEN, false,
-					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+	if (!__atomic_compare_exchange_n(&s->door, &opening, SHIM_DOOR_OPEN,
+					 false, __ATOMIC_SEQ_CST,
+					 __ATOMIC_SEQ_CST)) {
 		s->rs = -1; /* shut meanwhile (shutdown): no door after it */
 		door_shut(lrs);
 		return;
@@ -320,15 +328,18 @@ static bool door_give_way(uint16_t port)
 		uint16_t p;
 
 		if (!s || s->kind != SHIM_SK_LISTEN ||
-		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) != SHIM_DOOR_OPEN)
+		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) !=
+			SHIM_DOOR_OPEN)
 			continue;
 		p = shim_addr_port((struct sockaddr *)&s->local);
-		if (!p || shim_rdma_port(p) != port || !(s = shim_sock_ref((int)fd)))
+		if (!p || shim_rdma_port(p) != port ||
+		    !(s = shim_sock_ref((int)fd)))
 			continue;
 		shim_listen_door_shut(s);
-		shim_info("fd %d: its RDMA listener on port %u gives way to the "
-			  "program's bind; port %u is served over TCP only",
-			  (int)fd, port, p);
+		shim_info(
+		    "fd %d: its RDMA listener on port %u gives way to the "
+		    "program's bind; port %u is served over TCP only",
+		    (int)fd, port, p);
 		shim_sock_put(s);
 		gave = true;
 	}
@@ -344,7 +355,8 @@ void shim_listen_door_port(uint16_t port)
 		struct shim_sock *s = shim_fd_get((int)fd);
 
 		if (s && s->kind == SHIM_SK_LISTEN &&
-		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_NONE &&
+		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) ==
+			SHIM_DOOR_NONE &&
 		    shim_addr_port((struct sockaddr *)&s->local) == port) {
 			s = shim_sock_ref((int)fd);
 			if (s) {
@@ -372,7 +384,8 @@ SHIM_EXPORT int listen(int fd, int backlog)
 	r = REAL(getsockname)(fd, (struct sockaddr *)&s->local, &s->local_len);
 	r = r < 0 ? -errno : door_addr(s, &laddr, &alen);
 	if (r < 0) {
-		shim_info("fd %d: listening on TCP only (%s)", fd, strerror(-r));
+		shim_info("fd %d: listening on TCP only (%s)", fd,
+			  strerror(-r));
 		if (shim_cfg.mode == SHIM_MODE_REQUIRE)
 			return (int)shim_ret(r);
 		shim_stat_kernel(fd, ERDMA_PATH_LISTEN_TCP, NULL, -r, NULL, 0);
@@ -398,9 +411,9 @@ static int adopt_accepted(struct shim_sock *ls, int rs,
 	struct shim_sock *ns;
 	int nfd;
 
-	nfd = REAL(socket)(ls->family,
-			   SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)),
-			   0);
+	nfd = REAL(socket)(
+	    ls->family, SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)),
+	    0);
 	ns = nfd >= 0 ? shim_sock_new(SHIM_SK_RDMA, ls->family) : NULL;
 	if (!ns) {
 		int e = nfd < 0 ? errno : ENOMEM;
@@ -449,8 +462,8 @@ static int accept_wait(int fd, struct shim_sock *s, int64_t *deadline)
 
 	/* Both listeners are kernel fds here (the rsocket's accept queue):
 	 * rpoll on a listening rsocket can lag by seconds. */
-	struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-			       { .fd = shim_listen_qfd(s), .events = POLLIN } };
+	struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+			      {.fd = shim_listen_qfd(s), .events = POLLIN}};
 	for (;;) {
 		if (timed) {
 			if (!*deadline)
@@ -486,7 +499,8 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 		if (r >= 0) {
 			int nfd = adopt_accepted(s, r, (struct sockaddr *)&peer,
 						 flags);
-			struct shim_sock *ns = nfd >= 0 ? shim_fd_get(nfd) : NULL;
+			struct shim_sock *ns =
+			    nfd >= 0 ? shim_fd_get(nfd) : NULL;
 
 			if (ns && addr && len)
 				shim_addr_copy_out(&ns->peer, ns->peer_len,
@@ -497,7 +511,8 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 		}
 		r = REAL(accept4)(fd, addr, len, flags);
 		if (r >= 0)
-			shim_stat_kernel(r, ERDMA_PATH_TCP, "peer connected over TCP", 0, NULL, 0);
+			shim_stat_kernel(r, ERDMA_PATH_TCP,
+					 "peer connected over TCP", 0, NULL, 0);
 		if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
 			return r < 0 ? -errno : r;
 		if (s->nonblock)
@@ -555,7 +570,8 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN)))
+	if (likely(!s ||
+		   (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN)))
 		return REAL(shutdown)(fd, how);
 	if (s->kind == SHIM_SK_LISTEN) {
 		/* No RDMA connection is accepted after it, as no TCP one is:
@@ -591,7 +607,7 @@ SHIM_EXPORT int shutdown(int fd, int how)
 static int check_name_args(int fd, struct sockaddr *addr, socklen_t *len,
 			   socklen_t *cap)
 {
-	struct iovec here = { cap, sizeof(*cap) }, there = { len, sizeof(*len) };
+	struct iovec here = {cap, sizeof(*cap)}, there = {len, sizeof(*len)};
 	ssize_t n = process_vm_readv(getpid(), &here, 1, &there, 1, 0);
 
 	if (n < 0 && errno != EFAULT)
@@ -635,7 +651,8 @@ SHIM_EXPORT int close(int fd)
 {
 	if (likely(!shim_fd_get(fd)))
 		return REAL(close)(fd);
-	/* Forget fd before the real close: after it the number can be reused. */
+	/* Forget fd before the real close: after it the number can be reused.
+	 */
 	shim_fd_install(fd, NULL);
 	return REAL(close)(fd);
 }

@@ -63,11 +63,13 @@ static void remember(struct shim_sock *s, int level, int name, const void *val,
 
 		memcpy(&v, val, sizeof(v));
 		if (v > 0)
-			*(name == SO_SNDBUF ? &s->sndbuf : &s->rcvbuf) = (unsigned int)v;
+			*(name == SO_SNDBUF ? &s->sndbuf : &s->rcvbuf) =
+			    (unsigned int)v;
 	}
 	if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
 	    len >= sizeof(struct timeval)) {
-		struct timeval *tv = name == SO_RCVTIMEO ? &s->rcvtimeo : &s->sndtimeo;
+		struct timeval *tv =
+		    name == SO_RCVTIMEO ? &s->rcvtimeo : &s->sndtimeo;
 
 		memcpy(tv, val, sizeof(*tv));
 	}
@@ -117,7 +119,8 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 		errno = ENOPROTOOPT;
 		return -1;
 	}
-	if (s->kind == SHIM_SK_RDMA && level == SOL_SOCKET && name == SO_ERROR) {
+	if (s->kind == SHIM_SK_RDMA && level == SOL_SOCKET &&
+	    name == SO_ERROR) {
 		int err = 0;
 
 		if (shim_bad_ptr(len) || (*len && shim_bad_ptr(val))) {
@@ -150,7 +153,8 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 		int fl = (int)(intptr_t)arg;
 
 		r = REAL(fcntl)(fd, F_SETFL,
-				s->kind == SHIM_SK_LISTEN ? fl | O_NONBLOCK : fl);
+				s->kind == SHIM_SK_LISTEN ? fl | O_NONBLOCK
+							  : fl);
 		if (r == 0)
 			s->nonblock = (fl & O_NONBLOCK) != 0;
 		return r;
@@ -181,9 +185,8 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
  * copy must find the same registry, as dup's does). */
 static bool fcntl_ours(const struct shim_sock *s, int cmd)
 {
-	return maybe_rdma(s) ||
-	       (s && s->kind == SHIM_SK_EPOLL &&
-		(cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC));
+	return maybe_rdma(s) || (s && s->kind == SHIM_SK_EPOLL &&
+				 (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC));
 }
 
 SHIM_EXPORT int fcntl(int fd, int cmd, ...)
@@ -215,7 +218,7 @@ static int rdma_inq(struct shim_sock *s)
 {
 	size_t cap = 4u << 20;
 	char *buf = malloc(cap);
-	struct iovec v = { .iov_base = buf, .iov_len = cap };
+	struct iovec v = {.iov_base = buf, .iov_len = cap};
 	ssize_t r;
 
 	if (!buf)

@@ -67,7 +67,7 @@ struct erdma_stat_hdr {
 	uint32_t nslots;
 	uint32_t slot_size;
 	uint32_t rdma_state; /* 0 unknown, 1 available, 2 not available */
-	uint64_t started; /* CLOCK_REALTIME s when the table was made */
+	uint64_t started;    /* CLOCK_REALTIME s when the table was made */
 	char shim_version[16];
 	char mode[16];
 	char comm[32];

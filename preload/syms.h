@@ -63,7 +63,7 @@
 	X(__recv_chk)                                                          \
 	X(__recvfrom_chk)                                                      \
 	X(__poll_chk)                                                          \
-	X(__ppoll_chk)                                                          \
+	X(__ppoll_chk)                                                         \
 	X(pthread_cancel)
 
 #endif

@@ -21,27 +21,29 @@ int sg_apply_tunables(int rs, const struct shim_config *c,
 		int level, name;
 		const char *what;
 	} map[] = {
-		{ offsetof(struct shim_config, sndbuf), SOL_SOCKET, SO_SNDBUF,
-		  "ERDMA_SHIM_SNDBUF" },
-		{ offsetof(struct shim_config, rcvbuf), SOL_SOCKET, SO_RCVBUF,
-		  "ERDMA_SHIM_RCVBUF" },
-		{ offsetof(struct shim_config, sq_size), SOL_RDMA, RDMA_SQSIZE,
-		  "ERDMA_SHIM_SQ_SIZE" },
-		{ offsetof(struct shim_config, rq_size), SOL_RDMA, RDMA_RQSIZE,
-		  "ERDMA_SHIM_RQ_SIZE" },
-		{ offsetof(struct shim_config, inline_size), SOL_RDMA,
-		  RDMA_INLINE, "ERDMA_SHIM_INLINE" },
+	    {offsetof(struct shim_config, sndbuf), SOL_SOCKET, SO_SNDBUF,
+	     "ERDMA_SHIM_SNDBUF"},
+	    {offsetof(struct shim_config, rcvbuf), SOL_SOCKET, SO_RCVBUF,
+	     "ERDMA_SHIM_RCVBUF"},
+	    {offsetof(struct shim_config, sq_size), SOL_RDMA, RDMA_SQSIZE,
+	     "ERDMA_SHIM_SQ_SIZE"},
+	    {offsetof(struct shim_config, rq_size), SOL_RDMA, RDMA_RQSIZE,
+	     "ERDMA_SHIM_RQ_SIZE"},
+	    {offsetof(struct shim_config, inline_size), SOL_RDMA, RDMA_INLINE,
+	     "ERDMA_SHIM_INLINE"},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(map); i++) {
-		unsigned int v = *(const unsigned int *)((const char *)c + map[i].off);
+		unsigned int v =
+		    *(const unsigned int *)((const char *)c + map[i].off);
 		int r;
 
 		/* The program's SO_SNDBUF/SO_RCVBUF, when larger: never
 		 * smaller, or a writer ahead of its reader would stall on
 		 * the peer's window where TCP buffers (see config.c). */
 		if (bufs && map[i].level == SOL_SOCKET) {
-			unsigned int p = map[i].name == SO_SNDBUF ? bufs->snd : bufs->rcv;
+			unsigned int p =
+			    map[i].name == SO_SNDBUF ? bufs->snd : bufs->rcv;
 
 			/* 0 = rsockets' default: 128 KiB, i.e. 64K in
 			 * SO_*BUF units (rsockets doubles them) */

@@ -128,7 +128,7 @@ static int watch_fill_locked(struct pollfd *p, struct reap_job **js, int n)
 			continue;
 		}
 		if (k < n) {
-			p[k] = (struct pollfd){ .fd = j->cmfd, .events = POLLIN };
+			p[k] = (struct pollfd){.fd = j->cmfd, .events = POLLIN};
 			js[k++] = j;
 		}
 		pp = &j->wnext;
@@ -153,7 +153,7 @@ static void *watcher(void *unused)
 		pthread_mutex_lock(&reap_mu);
 		n = watch_fill_locked(p + 1, js, WATCH_MAX);
 		pthread_mutex_unlock(&reap_mu);
-		p[0] = (struct pollfd){ .fd = watch_efd, .events = POLLIN };
+		p[0] = (struct pollfd){.fd = watch_efd, .events = POLLIN};
 		if (REAL(poll)(p, (nfds_t)n + 1, -1) < 0)
 			continue;
 		if (p[0].revents & POLLIN)
@@ -161,8 +161,10 @@ static void *watcher(void *unused)
 		for (int i = 0; i < n; i++) {
 			if (!(p[i + 1].revents & (POLLIN | POLLERR | POLLHUP)))
 				continue;
-			/* the watched job stays referenced until we unlist it */
-			shim_dbg("rsocket %d: end event for a close still waiting: flushing",
+			/* the watched job stays referenced until we unlist it
+			 */
+			shim_dbg("rsocket %d: end event for a close still "
+				 "waiting: flushing",
 				 js[i]->rs);
 			(void)sg_cm_take_end(js[i]->cmfd);
 			pthread_mutex_lock(&reap_mu);
@@ -232,7 +234,8 @@ static void wait_locked(struct reap_job *j)
 			break;
 	if (j->done)
 		return;
-	shim_dbg("rsocket %d: close still waiting for its sends after %d ms; finishing in the background",
+	shim_dbg("rsocket %d: close still waiting for its sends after %d ms; "
+		 "finishing in the background",
 		 j->rs, REAP_WAIT_MS);
 	watch_locked(j);
 }
@@ -251,8 +254,8 @@ int sg_reap(int rs, int cmfd)
 	j->cmfd = cmfd;
 	j->refs = 2;
 	pthread_mutex_lock(&reap_mu);
-	if (!reap_idle && reap_threads < REAP_MAX && spawn_reaper_locked() < 0 &&
-	    !reap_threads) {
+	if (!reap_idle && reap_threads < REAP_MAX &&
+	    spawn_reaper_locked() < 0 && !reap_threads) {
 		/* no thread at all: close here, as rclose would */
 		pthread_mutex_unlock(&reap_mu);
 		if (cmfd >= 0)

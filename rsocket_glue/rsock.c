@@ -22,7 +22,6 @@
 #include <sys/timerfd.h>
 #include <time.h>
 
-
 static int avail_state; /* 0 unknown, 1 yes, -1 no */
 static bool any_iwarp;	/* set with avail_state: an iWARP device is here */
 
@@ -122,7 +121,7 @@ bool sg_iwarp(void)
 /* Wait for a non-blocking rconnect to finish; 0 or -errno. */
 static int wait_connected(int rs, int timeout_ms)
 {
-	struct pollfd p = { .fd = rs, .events = POLLOUT };
+	struct pollfd p = {.fd = rs, .events = POLLOUT};
 	int err = 0, r;
 	socklen_t elen = sizeof(err);
 
@@ -179,7 +178,9 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 		return rs;
 	r = sg_apply_tunables(rs, &shim_cfg, bufs);
 	if (r == 0 && src && LIB_CALL(rbind(rs, src, srclen)) < 0)
-		shim_dbg("rsocket %d: rbind to the TCP port failed; ports differ", rs);
+		shim_dbg(
+		    "rsocket %d: rbind to the TCP port failed; ports differ",
+		    rs);
 	if (r == 0)
 		r = sg_set_nonblock(rs, true);
 	if (r == 0)
@@ -226,7 +227,7 @@ static unsigned char listening[MAX_LISTEN_RS];
  * once drained, sends fail, polls show POLLHUP.  Nothing is added to the
  * busy-poll path: the duplicate is watched only while sleeping.
  */
-static int cm_dup[MAX_LISTEN_RS];	   /* duplicate + 1, 0 = none */
+static int cm_dup[MAX_LISTEN_RS];	     /* duplicate + 1, 0 = none */
 static unsigned char cm_gone[MAX_LISTEN_RS]; /* sticky */
 
 static void cm_track(int rs)
@@ -267,7 +268,7 @@ static bool cm_is_gone(int rs)
 /* Does an rdma_cm channel (or a duplicate) hold an event now? */
 static bool cm_ready(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	return REAL(poll)(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
@@ -284,8 +285,8 @@ static bool cm_ready(int fd)
  */
 int sg_cm_take_end(int fd)
 {
-	struct rdma_event_channel ch = { .fd = fd };
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct rdma_event_channel ch = {.fd = fd};
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	struct rdma_cm_event *ev;
 	int what;
 
@@ -311,7 +312,7 @@ int sg_cm_take_end(int fd)
  */
 static void cm_check(int rs)
 {
-	struct pollfd r = { .fd = rs, .events = POLLIN | POLLOUT };
+	struct pollfd r = {.fd = rs, .events = POLLIN | POLLOUT};
 	int d = cm_dup[rs] - 1;
 	unsigned char no = 0;
 	int ev;
@@ -328,7 +329,8 @@ static void cm_check(int rs)
 		return; /* another thread took it */
 	ev = sg_cm_take_end(d);
 	shim_dbg("rsocket %d: the connection ended (rdma_cm event %s)", rs,
-		 ev >= 0 ? rdma_event_str((enum rdma_cm_event_type)ev) : "unreadable");
+		 ev >= 0 ? rdma_event_str((enum rdma_cm_event_type)ev)
+			 : "unreadable");
 }
 
 int sg_listen_pollfd(int lrs)
@@ -348,7 +350,6 @@ int sg_listen_pollfd(int lrs)
  * the lock file (no /dev/shm), it is as before.
  */
 #define LISTEN_LOCK "/dev/shm/erdma-shim.listen.lock"
-
 
 static int listen_lock(void)
 {
@@ -386,8 +387,8 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 	if (r == 0)
 		r = sg_set_nonblock(rs, true);
 	if (r == 0)
-		r = (int)LIB_CALL(rsetsockopt(rs, SOL_SOCKET, SO_REUSEADDR, &one,
-					      sizeof(one)));
+		r = (int)LIB_CALL(rsetsockopt(rs, SOL_SOCKET, SO_REUSEADDR,
+					      &one, sizeof(one)));
 	if (r == 0) {
 		lk = listen_lock();
 		r = (int)LIB_CALL(rbind(rs, addr, len));
@@ -521,16 +522,16 @@ ssize_t sg_send(int rs, const void *buf, size_t len, int flags)
 
 ssize_t sg_recvv(int rs, const struct iovec *iov, int iovcnt, int flags)
 {
-	struct msghdr m = { .msg_iov = (struct iovec *)iov,
-			    .msg_iovlen = (size_t)iovcnt };
+	struct msghdr m = {.msg_iov = (struct iovec *)iov,
+			   .msg_iovlen = (size_t)iovcnt};
 
 	return rd_gone(rs, LIB_CALL(rrecvmsg(rs, &m, flags)));
 }
 
 ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags)
 {
-	struct msghdr m = { .msg_iov = (struct iovec *)iov,
-			    .msg_iovlen = (size_t)iovcnt };
+	struct msghdr m = {.msg_iov = (struct iovec *)iov,
+			   .msg_iovlen = (size_t)iovcnt};
 
 	return wr_gone(rs, LIB_CALL(rsendmsg(rs, &m, flags)));
 }
@@ -626,8 +627,8 @@ static long spin_window(unsigned int max, int timeout_ms)
 static void spin_adapt(unsigned int max, long waited_us)
 {
 	if (waited_us <= (long)max * SPIN_IDLE_X) {
-		spin_win_us = spin_win_us < SPIN_MIN_US ? SPIN_MIN_US
-							  : spin_win_us * 2;
+		spin_win_us =
+		    spin_win_us < SPIN_MIN_US ? SPIN_MIN_US : spin_win_us * 2;
 		if (spin_win_us > max)
 			spin_win_us = max;
 	} else {
@@ -644,7 +645,7 @@ static void spin_adapt(unsigned int max, long waited_us)
 static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		     const sigset_t *mask)
 {
-	struct itimerspec its = { 0 };
+	struct itimerspec its = {0};
 	struct pollfd stack[64], *all = stack;
 	int tfd = -1, r, wfd = -1, cs = 0;
 	bool asleep = false;
@@ -659,12 +660,14 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	for (i = 0; i < nfds; i++) {
 		int rs = fds[i].fd;
 
-		if (rs >= 0 && rs < MAX_LISTEN_RS && cm_dup[rs] && !cm_is_gone(rs))
-			all[n++] = (struct pollfd){ .fd = cm_dup[rs] - 1,
-						    .events = POLLIN };
+		if (rs >= 0 && rs < MAX_LISTEN_RS && cm_dup[rs] &&
+		    !cm_is_gone(rs))
+			all[n++] = (struct pollfd){.fd = cm_dup[rs] - 1,
+						   .events = POLLIN};
 	}
 	if (timeout_ms > 0) {
-		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		tfd =
+		    timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 		if (tfd < 0) {
 			r = -errno;
 			goto out;
@@ -672,14 +675,14 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		its.it_value.tv_sec = timeout_ms / 1000;
 		its.it_value.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
 		timerfd_settime(tfd, 0, &its, NULL);
-		all[n++] = (struct pollfd){ .fd = tfd, .events = POLLIN };
+		all[n++] = (struct pollfd){.fd = tfd, .events = POLLIN};
 	}
 	/* No cancellation inside rpoll (see preload/cancel.c): a cancel
 	 * wakes the sleep through wfd and is acted on after it. */
 	wfd = shim_sleep_enter(&cs);
 	asleep = true;
 	if (wfd >= 0)
-		all[n++] = (struct pollfd){ .fd = wfd, .events = POLLIN };
+		all[n++] = (struct pollfd){.fd = wfd, .events = POLLIN};
 	shim_lib_sigmask = mask;
 	r = (int)LIB_CALL(rpoll(all, n, -1));
 	shim_lib_sigmask = NULL;
@@ -691,7 +694,8 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	for (i = nfds; i < n; i++)
 		if (all[i].revents && all[i].fd != tfd)
 			for (nfds_t k = 0; k < nfds; k++)
-				if (fds[k].fd >= 0 && fds[k].fd < MAX_LISTEN_RS &&
+				if (fds[k].fd >= 0 &&
+				    fds[k].fd < MAX_LISTEN_RS &&
 				    cm_dup[fds[k].fd] - 1 == all[i].fd)
 					cm_check(fds[k].fd);
 	for (i = 0; i < nfds; i++)
@@ -718,7 +722,7 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		   const sigset_t *mask)
 {
 	unsigned int max = shim_cfg.poll_us;
-	struct timespec t0 = { 0 };
+	struct timespec t0 = {0};
 	long left_us;
 	int r;
 
@@ -744,7 +748,8 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			r = 0;
 			if (left_us > 0)
 				r = sleep_fds(fds, nfds,
-					      (int)((left_us + 999) / 1000), mask);
+					      (int)((left_us + 999) / 1000),
+					      mask);
 		} while (r == -EINPROGRESS);
 	}
 	if (max && r >= 0) /* woken, or timed out: how long did it take? */
