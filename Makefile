@@ -103,10 +103,13 @@ $(GRPC_RAW): bench/grpc_raw/grpc_raw.c Makefile $(FLAGS_STAMP)
 # `erdma-shim run` finds it); it shares the ERDMA_SHIM_* parser and the
 # stats segment's layout with the library, not its code.  Never built with
 # SANITIZE flags: it is not under test for memory errors, its output is.
+# `erdma-shim run` also looks in ../lib/$(MULTIARCH)/, where the Debian
+# package installs the library (make deb).
 CLI := erdma-shim
+MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null)
 all: $(CLI)
 $(CLI): preload/cli/erdma-shim.c preload/config.c preload/config.h preload/stats.h Makefile $(FLAGS_STAMP)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -Ipreload -o $@ preload/cli/erdma-shim.c preload/config.c -lrdmacm -libverbs
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DSHIM_MULTIARCH=\"$(MULTIARCH)\" -Ipreload -o $@ preload/cli/erdma-shim.c preload/config.c -lrdmacm -libverbs $(LDFLAGS)
 .PHONY: install-cli clean-cli
 install: install-cli
 install-cli: $(CLI)

@@ -108,16 +108,29 @@ static int self_dir(char *buf, size_t len)
 	return 0;
 }
 
-/* liberdma_shim.so: ../lib/ after `make install`, or beside the CLI in the
- * build tree (./erdma-shim next to ./liberdma_shim.so). */
+/* The multiarch triplet of the build (gcc -print-multiarch, e.g.
+ * x86_64-linux-gnu): Debian's package puts the library in
+ * /usr/lib/TRIPLET. */
+#ifndef SHIM_MULTIARCH
+#define SHIM_MULTIARCH ""
+#endif
+
+/* liberdma_shim.so: ../lib/ after `make install`, ../lib/TRIPLET/ from the
+ * Debian package (erdma-shim in /usr/bin), or beside the CLI in the build
+ * tree (./erdma-shim next to ./liberdma_shim.so). */
 static int find_lib(char *out, size_t len)
 {
-	static const char *const rel[] = {"/../lib/" LIB_NAME, "/" LIB_NAME};
+	static const char *const rel[] = {
+	    "/../lib/" LIB_NAME,
+	    SHIM_MULTIARCH[0] ? "/../lib/" SHIM_MULTIARCH "/" LIB_NAME : NULL,
+	    "/" LIB_NAME};
 	char dir[PATH_MAX], cand[PATH_MAX + 32];
 
 	if (self_dir(dir, sizeof(dir)))
 		return -1;
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		if (!rel[i])
+			continue;
 		snprintf(cand, sizeof(cand), "%s%s", dir, rel[i]);
 		if (access(cand, R_OK) == 0 && realpath(cand, out) &&
 		    strlen(out) < len)
@@ -252,9 +265,10 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (!lib[0] && find_lib(lib, sizeof(lib))) {
 		fprintf(stderr,
-			"erdma-shim run: %s not found beside this program or "
-			"in ../lib (use --lib PATH)\n",
-			LIB_NAME);
+			"erdma-shim run: %s not found beside this program, in "
+			"../lib or in ../lib/%s (use --lib PATH)\n",
+			LIB_NAME,
+			SHIM_MULTIARCH[0] ? SHIM_MULTIARCH : "TRIPLET");
 		return EX_USAGE;
 	}
 	if (check_env())
