@@ -127,7 +127,8 @@ DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev \
 	rdma-core rdmacm-utils ibverbs-utils ibverbs-providers libcmocka-dev \
 	libgrpc-dev protobuf-compiler-grpc python3-grpcio iperf3 curl \
 	qemu-system-x86 busybox-static linux-image-amd64 iproute2 kmod cpio \
-	xz-utils gzip valgrind procps gdb clang libclang-rt-14-dev nginx-light
+	xz-utils gzip valgrind procps gdb clang libclang-rt-14-dev nginx-light \
+	prometheus-node-exporter
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@missing=""; \
