@@ -46,7 +46,7 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
-.PHONY: all deps test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan
+.PHONY: all deps test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan deb
 
 all: $(LIB) $(PROGS) $(UNITS) $(BENCHES)
 
@@ -60,7 +60,7 @@ $(B)/%.o: %.c $(wildcard preload/*.h rsocket_glue/*.h) Makefile $(FLAGS_STAMP)
 	$(CC) $(LIB_CFLAGS) -c -o $@ $<
 
 $(LIB): $(LIB_OBJ) preload/liberdma_shim.map
-	$(CC) -o $@ $(LIB_OBJ) $(LIB_LDFLAGS) $(LIB_LIBS)
+	$(CC) -o $@ $(LIB_OBJ) $(LIB_LDFLAGS) $(LDFLAGS) $(LIB_LIBS)
 
 # Test programs: plain socket programs (they must not know about the shim),
 # plus a few that use rsockets directly to validate the test bed.
@@ -109,17 +109,26 @@ CLI := erdma-shim
 MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null)
 all: $(CLI)
 $(CLI): preload/cli/erdma-shim.c preload/config.c preload/config.h preload/stats.h Makefile $(FLAGS_STAMP)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -DSHIM_MULTIARCH=\"$(MULTIARCH)\" -Ipreload -o $@ preload/cli/erdma-shim.c preload/config.c -lrdmacm -libverbs $(LDFLAGS)
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -DSHIM_MULTIARCH=\"$(MULTIARCH)\" -Ipreload -o $@ preload/cli/erdma-shim.c preload/config.c -lrdmacm -libverbs $(LDFLAGS)
 .PHONY: install-cli clean-cli
 install: install-cli
 install-cli: $(CLI)
-	install -D -m 0755 $(CLI) $(DESTDIR)$(BINDIR)/$(CLI)
+	install -D -m 0755 $(CLI) $(DESTDIR)$(BINDIR)/$(notdir $(CLI))
 	install -D -m 0644 preload/man/erdma-shim.1 $(DESTDIR)$(MANDIR)/man1/erdma-shim.1
 	install -D -m 0644 preload/man/liberdma_shim.7 $(DESTDIR)$(MANDIR)/man7/liberdma_shim.7
 clean: clean-cli
 clean-cli:
 	rm -f $(CLI)
 # ---- end erdma-shim ----------------------------------------------------------
+
+# ---- make deb: the Debian package (issue 19) ------------------------------
+# build/deb/liberdma-shim_$(VERSION)-N_ARCH.deb, built with dpkg-buildpackage
+# from a copy of the working tree (debian/build-deb); rebuilt only when the
+# tree changed.  Needs debhelper, dpkg-dev (make deps); no root.
+.PHONY: deb
+deb:
+	debian/build-deb $(VERSION) $(B)/deb
+# ---- end make deb ------------------------------------------------------------
 
 # Debian packages: build, unit tests, host integration tests, the soft-RoCE
 # test bed (qemu + Debian's stock kernel with rdma_rxe) and the benches.
@@ -128,7 +137,7 @@ DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev \
 	libgrpc-dev protobuf-compiler-grpc python3-grpcio iperf3 curl \
 	qemu-system-x86 busybox-static linux-image-amd64 iproute2 kmod cpio \
 	xz-utils gzip valgrind procps gdb clang libclang-rt-14-dev nginx-light \
-	prometheus-node-exporter
+	prometheus-node-exporter debhelper dpkg-dev lintian
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@missing=""; \
@@ -215,7 +224,7 @@ demo: deps
 	bench/demo $(DEMO_FLAGS)
 
 install: $(LIB)
-	install -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(LIB)
+	install -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(notdir $(LIB))
 
 clean:
 	rm -rf $(B) $(LIB)
