@@ -46,7 +46,7 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
-.PHONY: all deps test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan
+.PHONY: all deps test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan deb
 
 all: $(LIB) $(PROGS) $(UNITS) $(BENCHES)
 
@@ -60,7 +60,7 @@ $(B)/%.o: %.c $(wildcard preload/*.h rsocket_glue/*.h) Makefile $(FLAGS_STAMP)
 	$(CC) $(LIB_CFLAGS) -c -o $@ $<
 
 $(LIB): $(LIB_OBJ) preload/liberdma_shim.map
-	$(CC) -o $@ $(LIB_OBJ) $(LIB_LDFLAGS) $(LIB_LIBS)
+	$(CC) -o $@ $(LIB_OBJ) $(LIB_LDFLAGS) $(LDFLAGS) $(LIB_LIBS)
 
 # Test programs: plain socket programs (they must not know about the shim),
 # plus a few that use rsockets directly to validate the test bed.
@@ -103,14 +103,17 @@ $(GRPC_RAW): bench/grpc_raw/grpc_raw.c Makefile $(FLAGS_STAMP)
 # `erdma-shim run` finds it); it shares the ERDMA_SHIM_* parser and the
 # stats segment's layout with the library, not its code.  Never built with
 # SANITIZE flags: it is not under test for memory errors, its output is.
+# `erdma-shim run` also looks in ../lib/$(MULTIARCH)/, where the Debian
+# package installs the library (make deb).
 CLI := erdma-shim
+MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null)
 all: $(CLI)
 $(CLI): preload/cli/erdma-shim.c preload/config.c preload/config.h preload/stats.h Makefile $(FLAGS_STAMP)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -Ipreload -o $@ preload/cli/erdma-shim.c preload/config.c -lrdmacm -libverbs
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -DSHIM_MULTIARCH=\"$(MULTIARCH)\" -Ipreload -o $@ preload/cli/erdma-shim.c preload/config.c -lrdmacm -libverbs $(LDFLAGS)
 .PHONY: install-cli clean-cli
 install: install-cli
 install-cli: $(CLI)
-	install -D -m 0755 $(CLI) $(DESTDIR)$(BINDIR)/$(CLI)
+	install -D -m 0755 $(CLI) $(DESTDIR)$(BINDIR)/$(notdir $(CLI))
 	install -D -m 0644 preload/man/erdma-shim.1 $(DESTDIR)$(MANDIR)/man1/erdma-shim.1
 	install -D -m 0644 preload/man/liberdma_shim.7 $(DESTDIR)$(MANDIR)/man7/liberdma_shim.7
 clean: clean-cli
@@ -118,13 +121,23 @@ clean-cli:
 	rm -f $(CLI)
 # ---- end erdma-shim ----------------------------------------------------------
 
+# ---- make deb: the Debian package (issue 19) ------------------------------
+# build/deb/liberdma-shim_$(VERSION)-N_ARCH.deb, built with dpkg-buildpackage
+# from a copy of the working tree (debian/build-deb); rebuilt only when the
+# tree changed.  Needs debhelper, dpkg-dev (make deps); no root.
+.PHONY: deb
+deb:
+	debian/build-deb $(VERSION) $(B)/deb
+# ---- end make deb ------------------------------------------------------------
+
 # Debian packages: build, unit tests, host integration tests, the soft-RoCE
 # test bed (qemu + Debian's stock kernel with rdma_rxe) and the benches.
 DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev \
 	rdma-core rdmacm-utils ibverbs-utils ibverbs-providers libcmocka-dev \
 	libgrpc-dev protobuf-compiler-grpc python3-grpcio iperf3 curl \
 	qemu-system-x86 busybox-static linux-image-amd64 iproute2 kmod cpio \
-	xz-utils gzip valgrind procps gdb clang libclang-rt-14-dev nginx-light
+	xz-utils gzip valgrind procps gdb clang libclang-rt-14-dev nginx-light \
+	prometheus-node-exporter debhelper dpkg-dev lintian
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@missing=""; \
@@ -218,7 +231,7 @@ demo: deps
 	fi
 
 install: $(LIB)
-	install -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(LIB)
+	install -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(notdir $(LIB))
 
 clean:
 	rm -rf $(B) $(LIB)

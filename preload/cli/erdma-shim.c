@@ -6,7 +6,8 @@
  *   erdma-shim doctor [--json]             is RDMA usable here, and if not why
  *   erdma-shim probe HOST:PORT [--timeout MS] [--port-offset N]
  *                                          does an RDMA listener answer there
- *   erdma-shim stat [PID] [--json]         connections of shimmed processes
+ *   erdma-shim stat [PID] [--json | --prometheus]
+ *                                          connections of shimmed processes
  *
  * See erdma-shim(1).  The CLI never runs under the shim itself: a CLI started
  * with it in LD_PRELOAD re-executes itself without it (probe's kernel TCP
@@ -60,7 +61,7 @@ static void usage(FILE *f)
 	       "       erdma-shim doctor [--json]\n"
 	       "       erdma-shim probe HOST:PORT [--timeout MS] "
 	       "[--port-offset N]\n"
-	       "       erdma-shim stat [PID] [--json]\n"
+	       "       erdma-shim stat [PID] [--json | --prometheus]\n"
 	       "       erdma-shim --version | --help\n"
 	       "See erdma-shim(1) and liberdma_shim(7).\n");
 }
@@ -108,16 +109,29 @@ static int self_dir(char *buf, size_t len)
 	return 0;
 }
 
-/* liberdma_shim.so: ../lib/ after `make install`, or beside the CLI in the
- * build tree (./erdma-shim next to ./liberdma_shim.so). */
+/* The multiarch triplet of the build (gcc -print-multiarch, e.g.
+ * x86_64-linux-gnu): Debian's package puts the library in
+ * /usr/lib/TRIPLET. */
+#ifndef SHIM_MULTIARCH
+#define SHIM_MULTIARCH ""
+#endif
+
+/* liberdma_shim.so: ../lib/ after `make install`, ../lib/TRIPLET/ from the
+ * Debian package (erdma-shim in /usr/bin), or beside the CLI in the build
+ * tree (./erdma-shim next to ./liberdma_shim.so). */
 static int find_lib(char *out, size_t len)
 {
-	static const char *const rel[] = {"/../lib/" LIB_NAME, "/" LIB_NAME};
+	static const char *const rel[] = {
+	    "/../lib/" LIB_NAME,
+	    SHIM_MULTIARCH[0] ? "/../lib/" SHIM_MULTIARCH "/" LIB_NAME : NULL,
+	    "/" LIB_NAME};
 	char dir[PATH_MAX], cand[PATH_MAX + 32];
 
 	if (self_dir(dir, sizeof(dir)))
 		return -1;
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		if (!rel[i])
+			continue;
 		snprintf(cand, sizeof(cand), "%s%s", dir, rel[i]);
 		if (access(cand, R_OK) == 0 && realpath(cand, out) &&
 		    strlen(out) < len)
@@ -252,9 +266,10 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (!lib[0] && find_lib(lib, sizeof(lib))) {
 		fprintf(stderr,
-			"erdma-shim run: %s not found beside this program or "
-			"in ../lib (use --lib PATH)\n",
-			LIB_NAME);
+			"erdma-shim run: %s not found beside this program, in "
+			"../lib or in ../lib/%s (use --lib PATH)\n",
+			LIB_NAME,
+			SHIM_MULTIARCH[0] ? SHIM_MULTIARCH : "TRIPLET");
 		return EX_USAGE;
 	}
 	if (check_env())
@@ -1092,11 +1107,30 @@ static bool slot_read(const struct erdma_stat_slot *sl,
 	return false;
 }
 
-struct proc_view {
-	const struct erdma_stat_hdr *h;
-	int pid;
-	bool first;
-};
+/*
+ * Slot i of h as stat shows it: false if free, or a kernel slot whose fd is
+ * no longer that socket (the library reaps those lazily).  *tb: a TCP
+ * connection's kernel byte counts (in *own if read through pidfd), NULL if
+ * not known or not TCP.
+ */
+static bool slot_view(const struct erdma_stat_hdr *h, unsigned int i,
+		      const struct diag *d, struct erdma_stat_slot *s,
+		      struct tcp_bytes *own, const struct tcp_bytes **tb)
+{
+	*tb = NULL;
+	if (!slot_read(&h->slot[i], s))
+		return false;
+	s->reason[sizeof(s->reason) - 1] = '\0';
+	if (s->path != ERDMA_PATH_RDMA && s->path != ERDMA_PATH_LISTEN &&
+	    fd_is(h->pid, s->fd, s->ino) == 0)
+		return false;
+	if (s->path == ERDMA_PATH_TCP) {
+		*tb = diag_find(d, s->ino);
+		if (!*tb && bytes_via_pidfd(h->pid, s->fd, s->ino, own))
+			*tb = own;
+	}
+	return true;
+}
 
 static void conn_out(bool json, int n, int pid, const struct erdma_stat_slot *s,
 		     const struct tcp_bytes *tb)
@@ -1192,25 +1226,253 @@ static void proc_out(bool json, bool first, const struct erdma_stat_hdr *h,
 		       "BYTES_OUT", "MSGS_IN", "MSGS_OUT", "REASON");
 	}
 	for (unsigned int i = 0; i < h->nslots; i++) {
-		const struct tcp_bytes *tb = NULL;
+		const struct tcp_bytes *tb;
 
-		if (!slot_read(&h->slot[i], &s))
-			continue;
-		s.reason[sizeof(s.reason) - 1] = '\0';
-		/* Kernel slots are reaped lazily by the library: hide those
-		 * whose fd is no longer that socket. */
-		if (s.path != ERDMA_PATH_RDMA && s.path != ERDMA_PATH_LISTEN &&
-		    fd_is(h->pid, s.fd, s.ino) == 0)
-			continue;
-		if (s.path == ERDMA_PATH_TCP) {
-			tb = diag_find(d, s.ino);
-			if (!tb && bytes_via_pidfd(h->pid, s.fd, s.ino, &own))
-				tb = &own;
-		}
-		conn_out(json, n++, h->pid, &s, tb);
+		if (slot_view(h, i, d, &s, &own, &tb))
+			conn_out(json, n++, h->pid, &s, tb);
 	}
 	if (json)
 		printf("%s]}", n ? "\n    " : "");
+}
+
+/* ---- stat --prometheus: text exposition format 0.0.4 ---- */
+
+/* Open connections (or listeners) of one path with one reason. */
+struct prom_group {
+	int path;
+	unsigned long long n;
+	char reason[sizeof(((struct erdma_stat_slot *)0)->reason)];
+};
+
+/* One process, summed per path, copied out of its segment. */
+struct prom_proc {
+	struct erdma_stat_hdr h; /* the header only (no slots) */
+	/* [path]: bytes/messages in and out of the open connections */
+	unsigned long long in[5], out[5], min[5], mout[5];
+	struct prom_group *g;
+	size_t ng;
+};
+
+static void prom_add(struct prom_proc *p, const struct erdma_stat_slot *s,
+		     const struct tcp_bytes *tb)
+{
+	size_t i;
+
+	if (s->path == ERDMA_PATH_RDMA) {
+		p->in[s->path] += s->bytes_in;
+		p->out[s->path] += s->bytes_out;
+		p->min[s->path] += s->msgs_in;
+		p->mout[s->path] += s->msgs_out;
+	} else if (tb) {
+		p->in[s->path] += tb->in;
+		p->out[s->path] += tb->out;
+	}
+	for (i = 0; i < p->ng; i++)
+		if (p->g[i].path == s->path &&
+		    !strcmp(p->g[i].reason, s->reason))
+			break;
+	if (i == p->ng) {
+		/* at most one group per slot: g has h.nslots entries */
+		p->g[i].path = s->path;
+		p->g[i].n = 0;
+		snprintf(p->g[i].reason, sizeof(p->g[i].reason), "%s",
+			 s->reason);
+		p->ng++;
+	}
+	p->g[i].n++;
+}
+
+/* A label value: \, " and newline escaped; other control bytes and
+ * non-ASCII bytes (comm is any bytes) as '?', so the value is UTF-8. */
+static void prom_label(const char *name, const char *v, size_t max)
+{
+	printf("%s=\"", name);
+	for (size_t i = 0; i < max && v[i]; i++) {
+		unsigned char c = (unsigned char)v[i];
+
+		if (c == '\\' || c == '"')
+			printf("\\%c", c);
+		else if (c == '\n')
+			printf("\\n");
+		else
+			putchar(c < 0x20 || c >= 0x7f ? '?' : c);
+	}
+	putchar('"');
+}
+
+/* name{pid="..",comm=".." and a path label if path >= 0 */
+static void prom_series(const char *name, const struct prom_proc *p, int path)
+{
+	printf("%s{pid=\"%d\",", name, p->h.pid);
+	prom_label("comm", p->h.comm, sizeof(p->h.comm));
+	if (path >= 0) {
+		putchar(',');
+		prom_label("path", erdma_stat_path_name(path), 16);
+	}
+}
+
+static void prom_family(const char *name, const char *type, const char *help)
+{
+	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* bytes/messages in or out per path: which: 0 in, 1 out, 2 msgs in,
+ * 3 msgs out; RDMA bytes include closed connections. */
+static void prom_traffic(const struct prom_proc *v, int n, const char *name,
+			 const char *help, int which)
+{
+	prom_family(name, "counter", help);
+	for (int i = 0; i < n; i++) {
+		const struct prom_proc *p = &v[i];
+
+		for (int path = ERDMA_PATH_RDMA; path <= ERDMA_PATH_TCP;
+		     path++) {
+			unsigned long long x = which == 0   ? p->in[path]
+					       : which == 1 ? p->out[path]
+					       : which == 2 ? p->min[path]
+							    : p->mout[path];
+
+			if (which >= 2 && path != ERDMA_PATH_RDMA)
+				continue; /* TCP messages are not known */
+			if (path == ERDMA_PATH_RDMA && which == 0)
+				x += p->h.closed_bytes_in;
+			if (path == ERDMA_PATH_RDMA && which == 1)
+				x += p->h.closed_bytes_out;
+			prom_series(name, p, path);
+			printf("} %llu\n", x);
+		}
+	}
+}
+
+/* Open connections (listeners: lst) by path and reason. */
+static void prom_open(const struct prom_proc *v, int n, const char *name,
+		      const char *help, bool lst)
+{
+	prom_family(name, "gauge", help);
+	for (int i = 0; i < n; i++)
+		for (size_t j = 0; j < v[i].ng; j++) {
+			const struct prom_group *g = &v[i].g[j];
+			bool is_lst = g->path == ERDMA_PATH_LISTEN ||
+				      g->path == ERDMA_PATH_LISTEN_TCP;
+
+			if (is_lst != lst)
+				continue;
+			prom_series(name, &v[i], g->path);
+			putchar(',');
+			prom_label("reason", g->reason, sizeof(g->reason));
+			printf("} %llu\n", g->n);
+		}
+}
+
+/* Totals since the table was made, per path (two paths from a..b). */
+static void prom_since(const struct prom_proc *v, int n, const char *name,
+		       const char *help, int a)
+{
+	prom_family(name, "counter", help);
+	for (int i = 0; i < n; i++)
+		for (int path = a; path <= a + 1; path++) {
+			const struct erdma_stat_hdr *h = &v[i].h;
+			unsigned long long x =
+			    path == ERDMA_PATH_RDMA	? h->n_rdma
+			    : path == ERDMA_PATH_TCP	? h->n_tcp
+			    : path == ERDMA_PATH_LISTEN ? h->n_listen
+							: h->n_listen_tcp;
+
+			prom_series(name, &v[i], path);
+			printf("} %llu\n", x);
+		}
+}
+
+static void prom_out(const struct prom_proc *v, int n)
+{
+	static const char *const rdma[] = {"unknown", "available",
+					   "not available"};
+
+	prom_family("erdma_shim_processes", "gauge",
+		    "Processes running with liberdma_shim's statistics "
+		    "table (/dev/shm/erdma-shim.PID) readable by this user.");
+	printf("erdma_shim_processes %d\n", n);
+	prom_family("erdma_shim_process_info", "gauge",
+		    "A shimmed process (always 1): library version, mode "
+		    "(ERDMA_SHIM) and whether RDMA is available to it.");
+	for (int i = 0; i < n; i++) {
+		const struct erdma_stat_hdr *h = &v[i].h;
+
+		prom_series("erdma_shim_process_info", &v[i], -1);
+		putchar(',');
+		prom_label("version", h->shim_version, sizeof(h->shim_version));
+		putchar(',');
+		prom_label("mode", h->mode, sizeof(h->mode));
+		putchar(',');
+		prom_label("rdma", rdma[h->rdma_state < 3 ? h->rdma_state : 0],
+			   16);
+		printf("} 1\n");
+	}
+	prom_family("erdma_shim_stats_since_seconds", "gauge",
+		    "When the process's statistics table was made (its first "
+		    "connection), Unix time.");
+	for (int i = 0; i < n; i++) {
+		prom_series("erdma_shim_stats_since_seconds", &v[i], -1);
+		printf("} %llu\n", (unsigned long long)v[i].h.started);
+	}
+	prom_traffic(v, n, "erdma_shim_received_bytes_total",
+		     "Bytes received, per path. rdma: counted by the shim, "
+		     "closed connections included. tcp: the kernel's "
+		     "tcp_info of the connections open now (a closed one "
+		     "leaves the sum).",
+		     0);
+	prom_traffic(v, n, "erdma_shim_sent_bytes_total",
+		     "Bytes sent, per path. rdma: counted by the shim, closed "
+		     "connections included. tcp: the kernel's tcp_info of the "
+		     "connections open now (a closed one leaves the sum).",
+		     1);
+	prom_traffic(v, n, "erdma_shim_received_messages_total",
+		     "Receive calls that moved at least one byte, RDMA "
+		     "connections open now (TCP: not counted).",
+		     2);
+	prom_traffic(v, n, "erdma_shim_sent_messages_total",
+		     "Send calls that moved at least one byte, RDMA "
+		     "connections open now (TCP: not counted).",
+		     3);
+	prom_open(v, n, "erdma_shim_connections",
+		  "Open connections by path (rdma, tcp) and, for tcp, why "
+		  "the connection is not on RDMA.",
+		  false);
+	prom_since(v, n, "erdma_shim_connections_total",
+		   "Connections made or accepted since the table was made, "
+		   "per path.",
+		   ERDMA_PATH_RDMA);
+	prom_open(v, n, "erdma_shim_listeners",
+		  "Open listeners by path (listen: TCP and RDMA, listen-tcp: "
+		  "TCP only) and, for listen-tcp, why.",
+		  true);
+	prom_since(v, n, "erdma_shim_listeners_total",
+		   "Listeners made since the table was made, per path.",
+		   ERDMA_PATH_LISTEN);
+	prom_family("erdma_shim_untracked_connections_total", "counter",
+		    "Connections the full table could not list (not in the "
+		    "other metrics).");
+	for (int i = 0; i < n; i++) {
+		prom_series("erdma_shim_untracked_connections_total", &v[i],
+			    -1);
+		printf("} %llu\n", (unsigned long long)v[i].h.n_untracked);
+	}
+}
+
+/* Sum h's open connections into p (p->g: room for h->nslots groups). */
+static void prom_take(struct prom_proc *p, const struct erdma_stat_hdr *h,
+		      const struct diag *d)
+{
+	struct erdma_stat_slot s;
+	struct tcp_bytes own;
+
+	memcpy(&p->h, (const void *)h, sizeof(p->h));
+	for (unsigned int i = 0; i < h->nslots; i++) {
+		const struct tcp_bytes *tb;
+
+		if (slot_view(h, i, d, &s, &own, &tb))
+			prom_add(p, &s, tb);
+	}
 }
 
 /* Map /dev/shm/erdma-shim.PID read-only; NULL (and why) if not usable. */
@@ -1290,9 +1552,10 @@ static int pid_list(int **out)
 
 static int cmd_stat(int argc, char **argv)
 {
-	bool json = false, stale;
+	bool json = false, prom = false, stale;
 	int one = 0, *pids = NULL, n, shown = 0;
 	struct diag d = {0};
+	struct prom_proc *pv = NULL;
 
 	for (int i = 0; i < argc; i++) {
 		char *end;
@@ -1301,11 +1564,19 @@ static int cmd_stat(int argc, char **argv)
 			json = true;
 			continue;
 		}
+		if (!strcmp(argv[i], "--prometheus")) {
+			prom = true;
+			continue;
+		}
 		one = (int)strtol(argv[i], &end, 10);
 		if (*end || one <= 0) {
 			usage(stderr);
 			return EX_USAGE;
 		}
+	}
+	if (json && prom) {
+		usage(stderr);
+		return EX_USAGE;
 	}
 	if (one) {
 		pids = malloc(sizeof(*pids));
@@ -1315,6 +1586,10 @@ static int cmd_stat(int argc, char **argv)
 		n = 1;
 	} else {
 		n = pid_list(&pids);
+	}
+	if (prom && n && !(pv = calloc((size_t)n, sizeof(*pv)))) {
+		free(pids);
+		return 1;
 	}
 	diag_dump(&d, AF_INET);
 	diag_dump(&d, AF_INET6);
@@ -1330,11 +1605,25 @@ static int cmd_stat(int argc, char **argv)
 				pids[i]);
 		if (!h)
 			continue;
-		proc_out(json, !shown, h, &d);
+		if (prom) {
+			pv[shown].g = calloc(h->nslots, sizeof(*pv[shown].g));
+			if (!pv[shown].g) {
+				munmap((void *)h, ERDMA_STAT_SIZE);
+				continue;
+			}
+			prom_take(&pv[shown], h, &d);
+		} else {
+			proc_out(json, !shown, h, &d);
+		}
 		munmap((void *)h, ERDMA_STAT_SIZE);
 		shown++;
 	}
-	if (json)
+	if (prom) {
+		prom_out(pv, shown);
+		for (int i = 0; i < shown; i++)
+			free(pv[i].g);
+		free(pv);
+	} else if (json)
 		printf("%s]\n", shown ? "\n" : "");
 	else if (!shown && !one)
 		printf("no process is running with liberdma_shim's statistics "
