@@ -226,7 +226,9 @@ grep -q -- '-o build/tsan/liberdma_shim.so' <<<"$out" && grep -q -- '-o liberdma
 grep -q 'ERDMA_SOAK_SECONDS=10 tests/vm/check-rdma' <<<"$out" || fail "make -n soak: no check-rdma run"
 out=$(dry demo DEMO_FLAGS=--quick)
 grep -q -- '-o liberdma_shim.so' <<<"$out" || fail "make -n demo: does not build the library"
-tail -n 1 <<<"$out" | grep -qx 'bench/demo --quick' || fail "make -n demo DEMO_FLAGS=--quick: not passed on"
+grep -qx 'bench/demo --quick' <<<"$out" || fail "make -n demo DEMO_FLAGS=--quick: not passed on"
+# in the VM bed, then the same over soft-iWARP, the flags passed on too
+grep -q 'bench/demo --no-build --link siw .* --quick;' <<<"$out" || fail "make -n demo: no siw run, or DEMO_FLAGS not passed on to it"
 out=$(dry test)
 grep -q -- '-o liberdma_shim.so' <<<"$out" && grep -q 'tests/run-all' <<<"$out" || fail "make -n test: no build, or no tests/run-all"
 [ ! -e "$D/build" ] || fail "make -n built something"
