@@ -38,7 +38,11 @@ run() {
 	else
 		[ "$sq" = 0 ] || fail "$name: QPs without the shim?"
 	fi
-	grep -vE '^(ready|holding)' "$d/client" >"$WORK/$name.$shim.out"
+	# gRPC core's own log line when its backup poller loses a race with
+	# the client's shutdown is timing, not a result: seen on the kernel
+	# TCP run (no shim at all) of a CI dry run.
+	grep -vE '^(ready|holding)|backup_poller\.cc:[0-9]+\] +run_poller: UNKNOWN:Timer list shutdown' \
+		"$d/client" >"$WORK/$name.$shim.out"
 	grep -E '^server:' "$d/server" >>"$WORK/$name.$shim.out"
 	echo "$sq"
 }
