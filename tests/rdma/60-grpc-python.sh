@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# runner-timeout: 480
 # Unmodified Python grpcio (Debian's python3-grpcio) over RDMA by LD_PRELOAD
 # alone: unary, client/server streaming and bidi RPCs, 1 B..64 MiB messages,
 # 8 channels in parallel, every payload checked by sha256.  Each scenario is
