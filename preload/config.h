@@ -63,6 +63,17 @@ struct shim_config {
 
 void shim_config_defaults(struct shim_config *c);
 
+/* The offset in force: ERDMA_SHIM_PORT_OFFSET when set, else by transport
+ * (iwarp: the host has an iWARP device).  The library (sock.c) and the CLI
+ * both ask here, so doctor and probe say what the library does. */
+static inline unsigned int shim_port_offset(const struct shim_config *c,
+					    bool iwarp)
+{
+	if (c->port_offset != SHIM_PORT_OFFSET_AUTO)
+		return c->port_offset;
+	return iwarp ? SHIM_IWARP_PORT_OFFSET : 0;
+}
+
 /* The rsocket port of TCP port `port` (1..65535): port + offset, wrapping
  * past 65535 to 1, so every port has one (a one-to-one map). */
 static inline uint16_t shim_port_map(uint16_t port, unsigned int offset)

@@ -10,16 +10,9 @@
 
 int shim_rdma_socks;
 
-unsigned int shim_port_offset(void)
-{
-	if (shim_cfg.port_offset != SHIM_PORT_OFFSET_AUTO)
-		return shim_cfg.port_offset;
-	return sg_iwarp() ? SHIM_IWARP_PORT_OFFSET : 0;
-}
-
 uint16_t shim_rdma_port(uint16_t port)
 {
-	return shim_port_map(port, shim_port_offset());
+	return shim_port_map(port, shim_port_offset(&shim_cfg, sg_iwarp()));
 }
 
 struct shim_sock *shim_sock_new(int kind, int family)

@@ -133,7 +133,6 @@ void shim_addr_set_port(struct sockaddr *sa, uint16_t port);
  * collide with the program's listener).  port must be 1..65535.
  */
 uint16_t shim_rdma_port(uint16_t port);
-unsigned int shim_port_offset(void);
 /* Copy an address out the way the kernel does (truncate, report length). */
 void shim_addr_copy_out(const struct sockaddr_storage *a, socklen_t alen,
 			struct sockaddr *out, socklen_t *outlen);

@@ -397,27 +397,24 @@ static const char *link_name(uint8_t ll, enum ibv_transport_type t)
 	}
 }
 
-/* Is one of this host's RDMA devices iWARP? (the library's rule, sock.c) */
+/* Is one of these RDMA devices iWARP? (what the library asks, rsock.c) */
+static bool list_has_iwarp(struct ibv_device **list, int n)
+{
+	for (int i = 0; list && i < n; i++)
+		if (list[i]->transport_type == IBV_TRANSPORT_IWARP)
+			return true;
+	return false;
+}
+
 static bool host_has_iwarp(void)
 {
 	int n = 0;
-	bool iwarp = false;
 	struct ibv_device **list = ibv_get_device_list(&n);
+	bool iwarp = list_has_iwarp(list, n);
 
-	for (int i = 0; list && i < n; i++)
-		iwarp |= list[i]->transport_type == IBV_TRANSPORT_IWARP;
 	if (list)
 		ibv_free_device_list(list);
 	return iwarp;
-}
-
-/* The offset the library applies here: ERDMA_SHIM_PORT_OFFSET, else by
- * the devices' transport. */
-static unsigned int host_port_offset(const struct shim_config *c)
-{
-	if (c->port_offset != SHIM_PORT_OFFSET_AUTO)
-		return c->port_offset;
-	return host_has_iwarp() ? SHIM_IWARP_PORT_OFFSET : 0;
 }
 
 /* eRDMA's driver can present itself as RoCE (compat mode) or iWARP. */
@@ -517,8 +514,8 @@ static bool doctor_devices(struct report *r, const struct shim_config *c)
 	}
 	check(r, "devices", "ok", NULL, "%d RDMA device%s", n,
 	      n == 1 ? "" : "s");
-	unsigned int off = host_port_offset(c);
-	bool iwarp = host_has_iwarp();
+	bool iwarp = list_has_iwarp(list, n);
+	unsigned int off = shim_port_offset(c, iwarp);
 
 	for (int i = 0; i < n; i++)
 		active += doctor_ports(r, list[i], off);
@@ -884,8 +881,11 @@ static int cmd_probe(int argc, char **argv)
 		fprintf(stderr, "erdma-shim probe: port 0\n");
 		return EX_USAGE;
 	}
-	if (offset < 0) { /* as the library: by the devices' transport */
-		offset = host_has_iwarp() ? (int)SHIM_IWARP_PORT_OFFSET : 0;
+	if (offset < 0) { /* unset: the library's rule, by transport */
+		struct shim_config d;
+
+		shim_config_defaults(&d);
+		offset = (int)shim_port_offset(&d, host_has_iwarp());
 		if (offset)
 			printf("port map: +%d (iWARP device present: the "
 			       "RDMA listener of port P is at P+%d)\n",
