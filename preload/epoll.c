@@ -121,6 +121,27 @@ struct ep_set {
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep_set *all_sets;
 
+/*
+ * fork copies the fd table first and the memory later, and the other
+ * threads run in between: an epoll fd or wake eventfd made in that window
+ * is recorded in the child's memory but absent from its fds, and freeing
+ * that record there closed whatever fd the child had since put on the
+ * number (its own new epoll fd: tests/rdma/46-forkstorm.sh, 1 child in
+ * ~2,000 under ASan).  Making an fd and recording it are one step under
+ * this lock, which the forking thread holds across the fork.
+ */
+static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void shim_epoll_fork_prepare(void)
+{
+	pthread_mutex_lock(&fork_mu);
+}
+
+void shim_epoll_fork_parent(void)
+{
+	pthread_mutex_unlock(&fork_mu);
+}
+
 #define EP_RDMA_BITS                                                           \
 	(EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLWRNORM | EPOLLRDHUP)
 
@@ -239,19 +260,22 @@ static int ensure_wake(struct ep_set *set)
 	struct epoll_event ev = {.events = 0, .data.u64 = WAKE_MARK(set)};
 	int fd;
 
+	int err = 0;
+
 	if (__atomic_load_n(&set->wake_fd, __ATOMIC_ACQUIRE) >= 0)
 		return 0;
+	pthread_mutex_lock(&fork_mu);
 	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (REAL(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		int e = errno;
-
+	if (fd < 0) {
+		err = -errno;
+	} else if (REAL(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		err = -errno;
 		REAL(close)(fd);
-		return -e;
+	} else {
+		__atomic_store_n(&set->wake_fd, fd, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&set->wake_fd, fd, __ATOMIC_RELEASE);
-	return 0;
+	pthread_mutex_unlock(&fork_mu);
+	return err;
 }
 
 /* Find or make the registry of epfd.  For an epoll fd we did not see made
@@ -313,6 +337,7 @@ void shim_epoll_fd_closing(struct shim_sock *s, int fd)
  */
 void shim_epoll_fork_child(void)
 {
+	pthread_mutex_init(&fork_mu, NULL);
 	pthread_mutex_init(&sets_lock, NULL);
 	for (struct ep_set *set = all_sets; set; set = set->next_set) {
 		pthread_mutex_init(&set->lock, NULL);
@@ -588,7 +613,7 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (likely(!s || s->kind == SHIM_SK_INTERNAL ||
 		   s->kind == SHIM_SK_DEAD || s->kind == SHIM_SK_SVC ||
-		   shim_in_lib()))
+		   s->kind == SHIM_SK_RELAY || shim_in_lib()))
 		return REAL(epoll_ctl)(epfd, op, fd, ev);
 	s = shim_sock_ref(fd);
 	if (!s)
@@ -621,16 +646,27 @@ static int adopt_epfd(int epfd)
 	return epfd;
 }
 
+/* The epoll fd and its record are made as one step (fork_mu). */
 SHIM_EXPORT int epoll_create(int size)
 {
+	int fd;
+
 	shim_ensure_init();
-	return adopt_epfd(REAL(epoll_create)(size));
+	pthread_mutex_lock(&fork_mu);
+	fd = adopt_epfd(REAL(epoll_create)(size));
+	pthread_mutex_unlock(&fork_mu);
+	return fd;
 }
 
 SHIM_EXPORT int epoll_create1(int flags)
 {
+	int fd;
+
 	shim_ensure_init();
-	return adopt_epfd(REAL(epoll_create1)(flags));
+	pthread_mutex_lock(&fork_mu);
+	fd = adopt_epfd(REAL(epoll_create1)(flags));
+	pthread_mutex_unlock(&fork_mu);
+	return fd;
 }
 
 /* rpoll revents of an rsocket -> epoll bits the kernel would show. */

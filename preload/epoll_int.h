@@ -39,6 +39,9 @@ int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out);
 void shim_epoll_fd_closing(struct shim_sock *s, int fd);
 /* In a fork child: the registries' locks made anew (fork.c). */
 void shim_epoll_fork_child(void);
+/* Around fork, in the forking thread: fds made and recorded (fork_mu). */
+void shim_epoll_fork_prepare(void);
+void shim_epoll_fork_parent(void);
 /* An epoll fd's sock is being freed. */
 void shim_epoll_free(struct ep_set *set);
 

@@ -48,6 +48,7 @@ static void disown_inherited(void)
 			__atomic_sub_fetch(&shim_rdma_socks, 1,
 					   __ATOMIC_RELAXED);
 		}
+		shim_sock_used(s);
 		s->kind = SHIM_SK_DEAD;
 	}
 }
@@ -68,9 +69,22 @@ static void child_after_fork(void)
 		disown_inherited();
 }
 
+/* Before every fork, in the forking thread: the locks that keep fds and
+ * their records in step are taken (released by the handlers below, in
+ * parent and child). */
+static void before_fork(void)
+{
+	shim_epoll_fork_prepare();
+}
+
+static void parent_after_fork(void)
+{
+	shim_epoll_fork_parent();
+}
+
 void shim_fork_init(void)
 {
-	pthread_atfork(NULL, NULL, child_after_fork);
+	pthread_atfork(before_fork, parent_after_fork, child_after_fork);
 }
 
 SHIM_EXPORT pid_t fork(void)

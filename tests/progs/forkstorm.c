@@ -37,6 +37,7 @@ static volatile bool done;
 static int cfd = -1, sfd = -1;
 static uint64_t sent_bytes, got_bytes;
 static bool mismatch;
+static uint64_t bad_first, bad_bytes, bad_last; /* where the stream went wrong */
 
 static uint8_t byte_at(uint64_t i)
 {
@@ -75,8 +76,13 @@ static void *reader(void *arg)
 		if (r <= 0)
 			break;
 		for (ssize_t i = 0; i < r; i++)
-			if (buf[i] != byte_at(pos + (uint64_t)i))
+			if (buf[i] != byte_at(pos + (uint64_t)i)) {
+				if (!mismatch)
+					bad_first = pos + (uint64_t)i;
+				bad_last = pos + (uint64_t)i;
+				bad_bytes++;
 				mismatch = true;
+			}
 		pos += (uint64_t)r;
 	}
 	got_bytes = pos;
@@ -106,12 +112,41 @@ static void child(void)
 	int ep = epoll_create1(0);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 
-	if (ep < 0 || s < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) < 0)
+	const char *what = ep < 0 ? "epoll_create1" : s < 0 ? "socket" : NULL;
+
+	if (!what && epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) < 0)
+		what = "epoll_ctl";
+	if (!what && epoll_wait(ep, &out, 1, 0) < 0)
+		what = "epoll_wait";
+	if (what) {
+		/* the parent prints the status; this says which call and why */
+		int e = errno;
+		char p1[64], p2[64], l1[128] = "", l2[128] = "";
+
+		snprintf(p1, sizeof(p1), "/proc/self/fd/%d", ep);
+		snprintf(p2, sizeof(p2), "/proc/self/fd/%d", s);
+		if (readlink(p1, l1, sizeof(l1) - 1) < 0)
+			strcpy(l1, "?");
+		if (readlink(p2, l2, sizeof(l2) - 1) < 0)
+			strcpy(l2, "?");
+		dprintf(2, "child %d: %s: %s (ep %d %s, s %d %s, again: %d)\n", (int)getpid(), what,
+			strerror(e), ep, l1, s, l2, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev));
 		_exit(2);
-	epoll_wait(ep, &out, 1, 0);
+	}
 	close(s);
 	close(ep);
 	_exit(0);
+}
+
+/* A failed child's status, on stderr: the transcript then names it. */
+static int failed_status(pid_t pid, int st)
+{
+	if (WIFSIGNALED(st))
+		dprintf(2, "child %d: killed by signal %d (%s)\n", (int)pid, WTERMSIG(st),
+			strsignal(WTERMSIG(st)));
+	else
+		dprintf(2, "child %d: exit %d\n", (int)pid, WEXITSTATUS(st));
+	return 1;
 }
 
 /* Wait for pid at most 10 s: 0 exited 0, 1 failed, 2 hung (killed). */
@@ -124,9 +159,10 @@ static int reap(pid_t pid)
 		pid_t r = waitpid(pid, &st, WNOHANG);
 
 		if (r == pid)
-			return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+			return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : failed_status(pid, st);
 		nanosleep(&nap, NULL);
 	}
+	dprintf(2, "child %d: not back in 10 s, killed\n", (int)pid);
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 	return 2;
@@ -165,6 +201,7 @@ int main(int argc, char **argv)
 		if (pid == 0)
 			child();
 		if (pid < 0) {
+			dprintf(2, "fork: %s\n", strerror(errno));
 			failed++;
 			continue;
 		}
@@ -185,5 +222,9 @@ int main(int argc, char **argv)
 	printf("stream: %s, %s\n", got_bytes == sent_bytes && got_bytes ? "all bytes" : "bytes lost",
 	       mismatch ? "MISMATCH" : "ok");
 	fflush(stdout);
+	if (mismatch)
+		fprintf(stderr, "stream: %llu bytes wrong, first at %llu, last at %llu (of %llu)\n",
+			(unsigned long long)bad_bytes, (unsigned long long)bad_first,
+			(unsigned long long)bad_last, (unsigned long long)got_bytes);
 	return hung || failed || mismatch || got_bytes != sent_bytes || !got_bytes;
 }

@@ -16,7 +16,7 @@ t0=$(date +%s)
 rc=0
 env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout -k 5 200 "$P" "$IP0" "$N" \
 	>"$WORK/rdma" 2>&1 || rc=$?
-[ "$rc" = 0 ] || fail "shimmed run (require): exit $rc: $(tail -n 5 "$WORK/rdma")"
+[ "$rc" = 0 ] || fail "shimmed run (require): exit $rc: $(grep -m 5 -E '^(child|fork)' "$WORK/rdma"; tail -n 2 "$WORK/rdma")"
 diff "$WORK/tcp" "$WORK/rdma" || fail "transcripts differ"
 figure "forkstorm: $N forks under the shim over RDMA in $(( $(date +%s) - t0 )) s"
 echo "RESULT: $(head -n 1 "$WORK/rdma"); $(tail -n 1 "$WORK/rdma") (kernel TCP and RDMA)"
