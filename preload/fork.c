@@ -61,6 +61,7 @@ static void child_after_fork(void)
 {
 	/* Locks first: another thread of the parent may have held one at the
 	 * fork, and it never lets go here (tests/rdma/46-forkstorm.sh). */
+	shim_handover_fork_child();
 	shim_fdtable_fork_child();
 	shim_epoll_fork_child();
 	shim_sleep_fork_child();
@@ -69,17 +70,19 @@ static void child_after_fork(void)
 		disown_inherited();
 }
 
-/* Before every fork, in the forking thread: the locks that keep fds and
- * their records in step are taken (released by the handlers below, in
- * parent and child). */
+/* Before every fork, in the forking thread: fresh connections are handed
+ * over, then the locks that keep fds and their records in step are taken
+ * (released by the handlers below, in parent and child). */
 static void before_fork(void)
 {
+	shim_handover_prepare();
 	shim_epoll_fork_prepare();
 }
 
 static void parent_after_fork(void)
 {
 	shim_epoll_fork_parent();
+	shim_handover_parent();
 }
 
 void shim_fork_init(void)

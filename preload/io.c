@@ -524,6 +524,7 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 	({                                                                     \
 		ssize_t r_;                                                    \
 		shim_sock_get(s);                                              \
+		shim_sock_used(s);                                             \
 		r_ = (expr);                                                   \
 		shim_sock_put(s);                                              \
 		shim_ret(r_);                                                  \

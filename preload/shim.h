@@ -61,6 +61,10 @@ SHIM_SYMS(SHIM_DECLARE_REAL)
 extern int shim_init_state;
 void shim_init_slow(void);
 void shim_fork_init(void); /* fork.c: the fork-child handler */
+/* handover.c: fresh RDMA connections handed over at fork */
+void shim_handover_prepare(void);
+void shim_handover_parent(void);
+void shim_handover_fork_child(void);
 
 /* Pointers into page zero (NULL included) are never mapped on Linux
  * (vm.mmap_min_addr >= 4096): where the shim itself would touch a buffer
@@ -131,6 +135,15 @@ static inline int64_t shim_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The same in microseconds. */
+static inline int64_t shim_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* A timespec timeout in whole milliseconds, rounded up; NULL = -1 (forever). */

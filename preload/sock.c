@@ -31,6 +31,10 @@ struct shim_sock *shim_sock_new(int kind, int family)
 void shim_sock_attach(struct shim_sock *s, int kind, int rs)
 {
 	s->rs = rs;
+	if (kind == SHIM_SK_RDMA) {
+		__atomic_add_fetch(&shim_fresh_conns, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->fresh, true, __ATOMIC_RELEASE);
+	}
 	__atomic_store_n(&s->kind, kind, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 }
@@ -41,6 +45,7 @@ void shim_sock_put(struct shim_sock *s)
 		return;
 	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL))
 		return;
+	shim_sock_used(s); /* uncounts a fresh one */
 	if (s->epset)
 		shim_epoll_free(s->epset);
 	if (s->kind == SHIM_SK_LISTEN) {
@@ -63,6 +68,7 @@ struct shim_sock *shim_sock_ref(int fd)
 	if (!s || shim_sock_is_sentinel(s))
 		return NULL;
 	shim_sock_get(s);
+	shim_sock_used(s);
 	return s;
 }
 

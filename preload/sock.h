@@ -25,6 +25,8 @@ enum shim_kind {
 	SHIM_SK_EPOLL,	/* an epoll fd with RDMA registrations */
 	SHIM_SK_DEAD,	/* inherited over fork: the kernel fd answers */
 	SHIM_SK_SVC,	/* librdmacm's service-thread socket (see svc.c) */
+	SHIM_SK_RELAY,	/* handed over at fork (handover.c): a loopback TCP
+			 * socket whose peer a relay feeds from the rsocket */
 };
 
 struct shim_sock {
@@ -36,13 +38,17 @@ struct shim_sock {
 	struct ep_set *epset; /* SHIM_SK_EPOLL */
 	/* SHIM_SK_LISTEN: its RDMA door, the rsocket listener, is opened by
 	 * the first wait for a connection in this process (socket.c). */
-	int door;	       /* atomic: SHIM_DOOR_* */
-	int door_users;	       /* atomic: threads inside a raccept on it */
-	int backlog;	       /* the program's */
-	int lfd;	       /* the listening fd, for the log and the stats */
-	int rs;		       /* rsocket, -1 if none */
-	int family;	       /* the program's socket family */
-	bool nonblock;	       /* the program's view of O_NONBLOCK */
+	int door;	/* atomic: SHIM_DOOR_* */
+	int door_users; /* atomic: threads inside a raccept on it */
+	int backlog;	/* the program's */
+	int lfd;	/* the listening fd, for the log and the stats */
+	int rs;		/* rsocket, -1 if none */
+	int family;	/* the program's socket family */
+	bool nonblock;	/* the program's view of O_NONBLOCK */
+	/* atomic: an RDMA connection nothing has used yet (no I/O, poll or
+	 * epoll registration since it was made): a fork hands it over
+	 * (handover.c) */
+	bool fresh;
 	bool connect_pending;  /* EINPROGRESS given, completion not yet told */
 	bool rd_shut, wr_shut; /* shutdown() seen */
 	bool wr_full;	       /* the last send could not all go (atomic) */
@@ -85,6 +91,20 @@ struct shim_sock *shim_sock_new(int kind, int family);
 static inline void shim_sock_get(struct shim_sock *s)
 {
 	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+}
+/* RDMA connections not used yet (handover.c): 0 keeps fork cheap. */
+extern int shim_fresh_conns;
+/* s is being used: it is no longer one a fork hands over. */
+static inline void shim_sock_used(struct shim_sock *s)
+{
+	if (unlikely(__atomic_load_n(&s->fresh, __ATOMIC_RELAXED)) &&
+	    __atomic_exchange_n(&s->fresh, false, __ATOMIC_ACQ_REL))
+		__atomic_sub_fetch(&shim_fresh_conns, 1, __ATOMIC_RELAXED);
+}
+/* The names getsockname/getpeername report come from s, not the kernel. */
+static inline bool shim_sock_names(const struct shim_sock *s)
+{
+	return s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_RELAY);
 }
 void shim_sock_put(struct shim_sock *s);
 /* Make s an RDMA/LISTEN sock over rs (counts it in shim_rdma_socks). */

@@ -588,6 +588,7 @@ SHIM_EXPORT int shutdown(int fd, int how)
 		errno = EINVAL;
 		return -1;
 	}
+	shim_sock_used(s); /* a shut connection is not handed over at fork */
 	/* SHUT_RD tells the peer nothing in TCP, and the kernel still reads
 	 * out what is queued (io.c): rsockets' own SHUT_RD would hide it, so
 	 * it stays ours.  SHUT_RDWR is the peer's FIN plus that. */
@@ -624,7 +625,7 @@ SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 	struct shim_sock *s = shim_fd_get(fd);
 	socklen_t cap;
 
-	if (likely(!s || s->kind != SHIM_SK_RDMA))
+	if (likely(!shim_sock_names(s)))
 		return REAL(getsockname)(fd, addr, len);
 	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0)
 		return -1;
@@ -638,7 +639,7 @@ SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 	struct shim_sock *s = shim_fd_get(fd);
 	socklen_t cap;
 
-	if (likely(!s || s->kind != SHIM_SK_RDMA))
+	if (likely(!shim_sock_names(s)))
 		return REAL(getpeername)(fd, addr, len);
 	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0)
 		return -1;

@@ -10,6 +10,17 @@
  *       and serves one request per connection: 8 bytes (size, seed), then
  *       that many bytes of the seed's stream.  Prints "ready PORT" once the
  *       workers are forked; on SIGTERM it ends them and exits.
+ *   prefork forkserve ADDR close|keep|exec
+ *       Fork per connection: the server accepts (blocking) and forks a
+ *       child per connection that serves its request.  close: the parent
+ *       closes its copy at once (socketserver.ForkingTCPServer, sshd);
+ *       keep: the parent keeps its copy until the child has exited;
+ *       exec: the child makes the connection its stdin and stdout and
+ *       execs "prefork handle" (inetd).  A forked child first checks that
+ *       getpeername/getsockname name what accept and the listener did (it
+ *       closes without serving otherwise).  Prints "ready PORT".
+ *   prefork handle
+ *       Serves one request on stdin/stdout (inetd's child).
  *   prefork get ADDR PORT CLIENTS SIZE
  *       CLIENTS threads each connect, ask for SIZE bytes with seed k and
  *       check them (FNV-1a); prints "client k: SIZE bytes ok" (in order)
@@ -72,14 +83,14 @@ static int full_io(int fd, void *buf, size_t n, int wr)
 	return 0;
 }
 
-/* One request on a connected fd (blocking). */
-static void serve_one(int c)
+/* One request read from in, answered on out (blocking). */
+static void serve_io(int in, int c)
 {
 	uint32_t req[2], x;
 	unsigned char buf[65536];
 	size_t left;
 
-	if (full_io(c, req, sizeof(req), 0) < 0)
+	if (full_io(in, req, sizeof(req), 0) < 0)
 		return;
 	left = ntohl(req[0]);
 	x = ntohl(req[1]) | 1;
@@ -91,6 +102,11 @@ static void serve_one(int c)
 			return;
 		left -= n;
 	}
+}
+
+static void serve_one(int c)
+{
+	serve_io(c, c);
 }
 
 static void worker_block(int l)
@@ -183,6 +199,82 @@ static int serve(const char *addr, int workers, const char *mode)
 	return 0;
 }
 
+/* The names a forked child sees are the ones accept and bind gave. */
+static int same_names(int c, const struct sockaddr_in *peer, uint16_t port)
+{
+	struct sockaddr_in p, h;
+	socklen_t pl = sizeof(p), hl = sizeof(h);
+
+	if (getpeername(c, (struct sockaddr *)&p, &pl) < 0 ||
+	    getsockname(c, (struct sockaddr *)&h, &hl) < 0) {
+		perror("child: names");
+		return 0;
+	}
+	if (p.sin_family != AF_INET || p.sin_port != peer->sin_port ||
+	    p.sin_addr.s_addr != peer->sin_addr.s_addr || h.sin_port != port) {
+		fprintf(stderr, "child: getpeername %s:%u, accept said %s:%u\n",
+			inet_ntoa(p.sin_addr), ntohs(p.sin_port),
+			inet_ntoa(peer->sin_addr), ntohs(peer->sin_port));
+		return 0;
+	}
+	return 1;
+}
+
+static int forkserve(const char *addr, const char *mode, const char *self)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int l, one = 1;
+
+	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+		return 2;
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 128) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &len) < 0) {
+		perror("listen");
+		return 1;
+	}
+	if (strcmp(mode, "keep"))
+		signal(SIGCHLD, SIG_IGN); /* children reap themselves */
+	printf("ready %u\n", ntohs(a.sin_port));
+	fflush(stdout);
+	for (;;) {
+		struct sockaddr_in peer;
+		socklen_t pl = sizeof(peer);
+		int c = accept(l, (struct sockaddr *)&peer, &pl);
+		pid_t pid;
+
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			perror("accept");
+			return 1;
+		}
+		pid = fork();
+		if (pid == 0) {
+			close(l);
+			if (!strcmp(mode, "exec")) {
+				dup2(c, 0);
+				dup2(c, 1);
+				close(c);
+				execl(self, self, "handle", (char *)NULL);
+				perror("exec");
+				_exit(1);
+			}
+			if (same_names(c, &peer, a.sin_port))
+				serve_one(c);
+			close(c);
+			_exit(0);
+		}
+		if (pid < 0)
+			perror("fork");
+		if (pid > 0 && !strcmp(mode, "keep"))
+			waitpid(pid, NULL, 0);
+		close(c);
+	}
+}
+
 struct client {
 	pthread_t th;
 	struct sockaddr_in a;
@@ -261,10 +353,18 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (argc == 5 && !strcmp(argv[1], "serve"))
 		return serve(argv[2], atoi(argv[3]), argv[4]);
+	if (argc == 4 && !strcmp(argv[1], "forkserve"))
+		return forkserve(argv[2], argv[3], "/proc/self/exe");
+	if (argc == 2 && !strcmp(argv[1], "handle")) {
+		serve_io(0, 1);
+		return 0;
+	}
 	if (argc == 6 && !strcmp(argv[1], "get"))
 		return get(argv[2], atoi(argv[3]), atoi(argv[4]),
 			   (uint32_t)strtoul(argv[5], NULL, 0));
 	fprintf(stderr, "usage: prefork serve ADDR WORKERS block|epoll\n"
+			"       prefork forkserve ADDR close|keep|exec\n"
+			"       prefork handle\n"
 			"       prefork get ADDR PORT CLIENTS SIZE\n");
 	return 2;
 }

@@ -12,16 +12,8 @@ import socket
 import struct
 import sys
 
-
-def stream(seed, n):
-    x = seed | 1
-    out = bytearray(n)
-    for i in range(n):
-        x ^= (x << 13) & 0xFFFFFFFF
-        x ^= x >> 17
-        x ^= (x << 5) & 0xFFFFFFFF
-        out[i] = x & 0xFF
-    return bytes(out)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prefork_stream import stream  # noqa: E402
 
 
 def worker(lsock):

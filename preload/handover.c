@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Connections handed over at fork (issue 14: fork per connection).
+ *
+ * A QP can't cross fork, yet a fork-per-connection server (ForkingTCPServer,
+ * inetd, sshd, PostgreSQL) accepts a connection, forks, and lets the child
+ * serve it while the parent closes its copy; a client may connect and fork
+ * in the same way.  Nothing tells, before the fork, which process will use
+ * the connection, and with the kernel both may.
+ *
+ * So a fork hands over every RDMA connection nothing has used yet (no I/O,
+ * no poll or epoll registration since it was made: shim_sock_used): just
+ * before the fork its fd becomes a kernel TCP socket connected over
+ * loopback to a relay in the forking process, which carries the bytes to and
+ * from the rsocket until both directions end.  Parent and child then share a
+ * real kernel socket, exactly as without the shim: either may use it, close
+ * it, exec with it as stdin; the last close ends the connection.  Nothing
+ * already received is lost (the relay forwards what the rsocket holds).
+ *
+ * Why not the alternatives: keeping the connection in the parent and giving
+ * only the child a loopback socket hangs a child whose parent keeps its copy
+ * open until the child is done; handing over every connection at every fork
+ * would put a gRPC process's live connections behind a relay each time it
+ * spawns a helper.  A used connection stays the forking process's own; the
+ * child's copy is bare (fork.c), as before.
+ *
+ * Cost, on the handed-over connection only: a loopback TCP hop and two relay
+ * threads in the forking process; the addresses the program sees stay the
+ * original ones (getsockname/getpeername), except in an exec'd image, which
+ * sees the loopback ones.  If the forking process exits, its relays end and
+ * the connection with them.
+ */
+#include "shim.h"
+#include "log.h"
+#include "sock.h"
+#include "glue.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+
+int shim_fresh_conns;
+
+struct relay {
+	struct shim_sock *s; /* the connection: a reference, for its rsocket */
+	int rs;		     /* s->rs */
+	int lo;		     /* the loopback end the relay reads and writes */
+	int stop;	     /* eventfd: wakes the rsocket reader at the end */
+	int live;	     /* atomic: relay threads still running */
+	struct relay *next;  /* made before the fork, started after it */
+};
+
+/* Between the prepare handler and the parent/child ones: the forking
+ * thread's alone. */
+static struct relay *pending;
+
+static int loopback(int family, struct sockaddr_storage *a, socklen_t *len)
+{
+	memset(a, 0, sizeof(*a));
+	if (family == AF_INET6) {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)a;
+
+		a6->sin6_family = AF_INET6;
+		a6->sin6_addr = in6addr_loopback;
+		*len = sizeof(*a6);
+	} else {
+		struct sockaddr_in *a4 = (struct sockaddr_in *)a;
+
+		a4->sin_family = AF_INET;
+		a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		*len = sizeof(*a4);
+	}
+	return REAL(socket)(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+}
+
+static bool same_addr(const struct sockaddr_storage *a, socklen_t alen,
+		      const struct sockaddr_storage *b, socklen_t blen)
+{
+	return alen == blen && !memcmp(a, b, alen);
+}
+
+/*
+ * A connected loopback pair of family: *prog for the program, *relay for us.
+ * The accepted end is checked to be our own connect (anyone on the host
+ * could connect to the short-lived listener).
+ */
+static int loop_pair(int family, int *prog, int *relay)
+{
+	struct sockaddr_storage la, xa, ya;
+	socklen_t ll, xl = sizeof(xa), yl = sizeof(ya);
+	int l, x = -1, y = -1, one = 1, err = 0;
+
+	l = loopback(family, &la, &ll);
+	if (l < 0)
+		return -errno;
+	if (REAL(bind)(l, (struct sockaddr *)&la, ll) < 0 ||
+	    REAL(listen)(l, 1) < 0 ||
+	    REAL(getsockname)(l, (struct sockaddr *)&la, &ll) < 0 ||
+	    (x = REAL(socket)(family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    REAL(connect)(x, (struct sockaddr *)&la, ll) < 0 ||
+	    (y = REAL(accept4)(l, NULL, NULL, SOCK_CLOEXEC)) < 0 ||
+	    REAL(getsockname)(x, (struct sockaddr *)&xa, &xl) < 0 ||
+	    REAL(getpeername)(y, (struct sockaddr *)&ya, &yl) < 0)
+		err = -errno;
+	else if (!same_addr(&xa, xl, &ya, yl))
+		err = -ECONNREFUSED;
+	REAL(close)(l);
+	if (err) {
+		if (x >= 0)
+			REAL(close)(x);
+		if (y >= 0)
+			REAL(close)(y);
+		return err;
+	}
+	/* the relay is a hop, not a stage: no Nagle delay on either end */
+	REAL(setsockopt)(x, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	REAL(setsockopt)(y, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	*prog = x;
+	*relay = y;
+	return 0;
+}
+
+/* What the program set on the connection that a kernel socket keeps. */
+static void carry_options(const struct shim_sock *s, int x)
+{
+	socklen_t tl = sizeof(struct timeval);
+	int fl, r = 0;
+
+	if (s->rcvtimeo.tv_sec || s->rcvtimeo.tv_usec)
+		r |= REAL(setsockopt)(x, SOL_SOCKET, SO_RCVTIMEO, &s->rcvtimeo,
+				      tl);
+	if (s->sndtimeo.tv_sec || s->sndtimeo.tv_usec)
+		r |= REAL(setsockopt)(x, SOL_SOCKET, SO_SNDTIMEO, &s->sndtimeo,
+				      tl);
+	if (r)
+		shim_dbg("handover: a socket timeout was not carried over");
+	fl = REAL(fcntl)(x, F_GETFL);
+	if (s->nonblock && fl >= 0)
+		REAL(fcntl)(x, F_SETFL, fl | O_NONBLOCK);
+}
+
+/*
+ * fd, the only fd of fresh RDMA connection s: put a loopback socket in its
+ * place and queue the relay that will carry it.  Another thread may be
+ * starting its first call on s right now (it looked s up before the swap):
+ * s stays as it is, the rsocket its own, and the relay holds a reference
+ * to it, so that call runs on a live rsocket -- interleaved with the
+ * relay's, as two threads' calls on one kernel socket would be -- and the
+ * rsocket is closed by whichever lets go of s last.
+ */
+static int hand_over(int fd, struct shim_sock *s)
+{
+	struct relay *r = calloc(1, sizeof(*r));
+	struct shim_sock *ns = shim_sock_new(SHIM_SK_RELAY, s->family);
+	int x = -1, fdfl, err;
+
+	err = r && ns ? 0 : -ENOMEM;
+	if (r)
+		r->lo = r->stop = -1;
+	if (!err)
+		err = loop_pair(s->family, &x, &r->lo);
+	if (!err) {
+		r->stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (r->stop < 0)
+			err = -errno;
+	}
+	fdfl = err ? -1 : REAL(fcntl)(fd, F_GETFD);
+	if (!err && fdfl < 0)
+		err = -errno;
+	if (!err) {
+		carry_options(s, x);
+		/* the one step the program could see: fd now names the
+		 * kernel socket, with its close-on-exec flag kept */
+		if (REAL(dup3)(x, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+			err = -errno;
+	}
+	if (x >= 0)
+		REAL(close)(x);
+	if (err) {
+		if (r && r->lo >= 0)
+			REAL(close)(r->lo);
+		if (r && r->stop >= 0)
+			REAL(close)(r->stop);
+		free(r);
+		free(ns);
+		return err;
+	}
+	memcpy(&ns->local, &s->local, sizeof(ns->local));
+	memcpy(&ns->peer, &s->peer, sizeof(ns->peer));
+	ns->local_len = s->local_len;
+	ns->peer_len = s->peer_len;
+	ns->nonblock = s->nonblock;
+	shim_sock_get(s);
+	r->s = s;
+	r->rs = s->rs;
+	r->live = 2;
+	shim_fd_install(fd, ns); /* drops fd's reference to s */
+	r->next = pending;
+	pending = r;
+	return 0;
+}
+
+/* Before every fork: costs one load when no connection is fresh. */
+void shim_handover_prepare(void)
+{
+	unsigned int span;
+
+	if (!__atomic_load_n(&shim_fresh_conns, __ATOMIC_ACQUIRE))
+		return;
+	span = shim_fdtable_span();
+	for (unsigned int fd = 0; fd < span; fd++) {
+		struct shim_sock *s = shim_fd_get((int)fd);
+		int64_t t0;
+		int err;
+
+		/* a dup'ed connection (fd refs > 1) stays: the child's
+		 * copies are bare, as before.  Claiming fresh makes s ours:
+		 * a first use that comes later finds it taken. */
+		if (!s || s->kind != SHIM_SK_RDMA ||
+		    !__atomic_load_n(&s->fresh, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&s->fdrefs, __ATOMIC_ACQUIRE) != 1 ||
+		    !__atomic_exchange_n(&s->fresh, false, __ATOMIC_ACQ_REL))
+			continue;
+		__atomic_sub_fetch(&shim_fresh_conns, 1, __ATOMIC_RELAXED);
+		t0 = shim_now_us();
+		err = hand_over((int)fd, s);
+		if (err)
+			shim_warn("fd %d: not handed over at fork (%s): a "
+				  "fork child can't use it",
+				  (int)fd, strerror(-err));
+		else
+			shim_info("fd %d: handed over at fork in %lld us: "
+				  "parent and child share it through a relay "
+				  "in pid %d",
+				  (int)fd, (long long)(shim_now_us() - t0),
+				  (int)getpid());
+	}
+}
+
+static void relay_put(struct relay *r)
+{
+	if (__atomic_sub_fetch(&r->live, 1, __ATOMIC_ACQ_REL))
+		return;
+	shim_sock_put(r->s); /* the last reference closes the rsocket */
+	REAL(close)(r->lo);
+	REAL(close)(r->stop);
+	free(r);
+}
+
+static int send_all_lo(int lo, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = REAL(send)(lo, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* One direction failed: the other ends too (its rsocket wait wakes on stop,
+ * its loopback read on the shutdown). */
+static void end_both(struct relay *r)
+{
+	uint64_t one = 1;
+
+	sg_shutdown(r->rs, SHUT_RDWR);
+	REAL(shutdown)(r->lo, SHUT_RDWR);
+	if (REAL(write)(r->stop, &one, sizeof(one)) < 0)
+		shim_dbg("relay: stop: %s", strerror(errno));
+}
+
+/* rsocket -> loopback.  Ends at the peer's EOF (passed on as one) or an
+ * error, or when the other direction failed (r->stop). */
+static void *relay_down(void *arg)
+{
+	struct relay *r = arg;
+	struct pollfd p[2] = {{.fd = r->rs, .events = POLLIN},
+			      {.fd = r->stop, .events = POLLIN}};
+	char buf[64 * 1024];
+	ssize_t n;
+
+	for (;;) {
+		n = sg_recv(r->rs, buf, sizeof(buf), 0);
+		if (n == -EAGAIN || n == -EINTR) {
+			if (sg_wait(p, 2, -1) < 0 || p[1].revents)
+				break;
+			continue;
+		}
+		if (n <= 0 || send_all_lo(r->lo, buf, (size_t)n) < 0)
+			break;
+	}
+	/* EOF: the program reads it; anything else ends both directions */
+	if (n == 0)
+		REAL(shutdown)(r->lo, SHUT_WR);
+	else
+		end_both(r);
+	relay_put(r);
+	return NULL;
+}
+
+static int send_all_rs(struct relay *r, const char *p, size_t n)
+{
+	struct pollfd w = {.fd = r->rs, .events = POLLOUT};
+
+	while (n) {
+		ssize_t s = sg_send(r->rs, p, n, 0);
+
+		if (s == -EAGAIN || s == -EINTR) {
+			if (sg_wait(&w, 1, -1) < 0)
+				return -EIO;
+			continue;
+		}
+		if (s < 0)
+			return (int)s;
+		p += s;
+		n -= (size_t)s;
+	}
+	return 0;
+}
+
+/* loopback -> rsocket: the program's bytes, and its EOF, to the peer. */
+static void *relay_up(void *arg)
+{
+	struct relay *r = arg;
+	char buf[64 * 1024];
+	ssize_t n;
+
+	for (;;) {
+		n = REAL(recv)(r->lo, buf, sizeof(buf), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || send_all_rs(r, buf, (size_t)n) < 0)
+			break;
+	}
+	if (n == 0)
+		sg_shutdown(r->rs, SHUT_WR);
+	else
+		end_both(r);
+	relay_put(r);
+	return NULL;
+}
+
+static void start(struct relay *r)
+{
+	pthread_attr_t at;
+	pthread_t th;
+
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	/* each direction puts its reference once, thread or not */
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&th, &at, i ? relay_up : relay_down, r)) {
+			shim_warn("relay: no thread: the connection ends");
+			end_both(r);
+			relay_put(r);
+		}
+	pthread_attr_destroy(&at);
+}
+
+/* After the fork, in the forking process (also when fork failed): the
+ * relays start, their threads deaf to the program's signals. */
+void shim_handover_parent(void)
+{
+	sigset_t all, old;
+
+	if (!pending)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	while (pending) {
+		struct relay *r = pending;
+
+		pending = r->next;
+		start(r);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* In the child: the relays are the parent's (their connections' socks are
+ * left unreferenced from here: never freed, their rsockets never closed). */
+void shim_handover_fork_child(void)
+{
+	while (pending) {
+		struct relay *r = pending;
+
+		pending = r->next;
+		REAL(close)(r->lo);
+		REAL(close)(r->stop);
+		free(r);
+	}
+}
