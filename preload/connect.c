@@ -338,7 +338,8 @@ SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || s->kind == SHIM_SK_INTERNAL)) {
+	if (likely(!s || s->kind == SHIM_SK_INTERNAL ||
+		   s->kind == SHIM_SK_RELAY)) {
 		if (unlikely(shim_stat_kconnect_on && !s))
 			return shim_stat_kconnect(fd, addr.__sockaddr__, len);
 		return REAL(connect)(fd, addr, len);

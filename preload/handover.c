@@ -50,11 +50,15 @@ struct relay {
 	int stop;	     /* eventfd: wakes the rsocket reader at the end */
 	int live;	     /* atomic: relay threads still running */
 	struct relay *next;  /* made before the fork, started after it */
+	struct relay **prev_live, *next_live; /* running (handover_mu) */
 };
 
 /* Between the prepare handler and the parent/child ones: the forking
  * thread's alone. */
 static struct relay *pending;
+/* Relays running (under handover_mu, which a fork holds throughout): a
+ * later fork child closes its copies of their fds. */
+static struct relay *live;
 
 static int loopback(int family, struct sockaddr_storage *a, socklen_t *len)
 {
@@ -192,6 +196,7 @@ static int hand_over(int fd, struct shim_sock *s)
 	ns->local_len = s->local_len;
 	ns->peer_len = s->peer_len;
 	ns->nonblock = s->nonblock;
+	s->hfd = fd;
 	shim_sock_get(s);
 	r->s = s;
 	r->rs = s->rs;
@@ -202,11 +207,47 @@ static int hand_over(int fd, struct shim_sock *s)
 	return 0;
 }
 
-/* Before every fork: costs one load when no connection is fresh. */
+/*
+ * Held from the prepare handler through the fork (the parent handler lets
+ * go, the child makes it anew): a call that finds its fresh sock being
+ * handed over waits here, then goes to the kernel fd the handover left.
+ */
+static pthread_mutex_t handover_mu = PTHREAD_MUTEX_INITIALIZER;
+
+bool shim_first_use_slow(struct shim_sock *s)
+{
+	bool ok;
+
+	pthread_mutex_lock(&handover_mu);
+	ok = !__atomic_load_n(&s->handed, __ATOMIC_SEQ_CST);
+	if (ok)
+		shim_sock_used(s);
+	pthread_mutex_unlock(&handover_mu);
+	return ok;
+}
+
+/*
+ * Claim s for a handover: handed is raised before fresh is taken, so a
+ * call that sees fresh gone also sees handed, and waits (above).  A use
+ * that came first keeps s.
+ */
+static bool claim(struct shim_sock *s)
+{
+	__atomic_store_n(&s->handed, true, __ATOMIC_SEQ_CST);
+	if (__atomic_exchange_n(&s->fresh, false, __ATOMIC_SEQ_CST)) {
+		__atomic_sub_fetch(&shim_fresh_conns, 1, __ATOMIC_RELAXED);
+		return true;
+	}
+	__atomic_store_n(&s->handed, false, __ATOMIC_SEQ_CST);
+	return false;
+}
+
+/* Before every fork: a lock and one load when no connection is fresh. */
 void shim_handover_prepare(void)
 {
 	unsigned int span;
 
+	pthread_mutex_lock(&handover_mu);
 	if (!__atomic_load_n(&shim_fresh_conns, __ATOMIC_ACQUIRE))
 		return;
 	span = shim_fdtable_span();
@@ -216,26 +257,27 @@ void shim_handover_prepare(void)
 		int err;
 
 		/* a dup'ed connection (fd refs > 1) stays: the child's
-		 * copies are bare, as before.  Claiming fresh makes s ours:
-		 * a first use that comes later finds it taken. */
+		 * copies are bare, as before */
 		if (!s || s->kind != SHIM_SK_RDMA ||
 		    !__atomic_load_n(&s->fresh, __ATOMIC_ACQUIRE) ||
 		    __atomic_load_n(&s->fdrefs, __ATOMIC_ACQUIRE) != 1 ||
-		    !__atomic_exchange_n(&s->fresh, false, __ATOMIC_ACQ_REL))
+		    __atomic_load_n(&s->ep_regs, __ATOMIC_ACQUIRE) || !claim(s))
 			continue;
-		__atomic_sub_fetch(&shim_fresh_conns, 1, __ATOMIC_RELAXED);
 		t0 = shim_now_us();
 		err = hand_over((int)fd, s);
-		if (err)
+		if (err) {
+			/* s stays the forking process's, used */
+			__atomic_store_n(&s->handed, false, __ATOMIC_SEQ_CST);
 			shim_warn("fd %d: not handed over at fork (%s): a "
 				  "fork child can't use it",
 				  (int)fd, strerror(-err));
-		else
+		} else {
 			shim_info("fd %d: handed over at fork in %lld us: "
 				  "parent and child share it through a relay "
 				  "in pid %d",
 				  (int)fd, (long long)(shim_now_us() - t0),
 				  (int)getpid());
+		}
 	}
 }
 
@@ -243,6 +285,13 @@ static void relay_put(struct relay *r)
 {
 	if (__atomic_sub_fetch(&r->live, 1, __ATOMIC_ACQ_REL))
 		return;
+	pthread_mutex_lock(&handover_mu);
+	if (r->prev_live) {
+		*r->prev_live = r->next_live;
+		if (r->next_live)
+			r->next_live->prev_live = r->prev_live;
+	}
+	pthread_mutex_unlock(&handover_mu);
 	shim_sock_put(r->s); /* the last reference closes the rsocket */
 	REAL(close)(r->lo);
 	REAL(close)(r->stop);
@@ -307,13 +356,15 @@ static void *relay_down(void *arg)
 
 static int send_all_rs(struct relay *r, const char *p, size_t n)
 {
-	struct pollfd w = {.fd = r->rs, .events = POLLOUT};
+	struct pollfd w[2] = {{.fd = r->rs, .events = POLLOUT},
+			      {.fd = r->stop, .events = POLLIN}};
 
 	while (n) {
 		ssize_t s = sg_send(r->rs, p, n, 0);
 
+		/* the other direction's failure (stop) ends this one too */
 		if (s == -EAGAIN || s == -EINTR) {
-			if (sg_wait(&w, 1, -1) < 0)
+			if (sg_wait(w, 2, -1) < 0 || w[1].revents)
 				return -EIO;
 			continue;
 		}
@@ -368,16 +419,26 @@ static void start(struct relay *r)
  * relays start, their threads deaf to the program's signals. */
 void shim_handover_parent(void)
 {
+	struct relay *go = pending;
 	sigset_t all, old;
 
-	if (!pending)
+	pending = NULL;
+	for (struct relay *r = go; r; r = r->next) {
+		r->next_live = live;
+		r->prev_live = &live;
+		if (live)
+			live->prev_live = &r->next_live;
+		live = r;
+	}
+	pthread_mutex_unlock(&handover_mu);
+	if (!go)
 		return;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	while (pending) {
-		struct relay *r = pending;
+	while (go) {
+		struct relay *r = go;
 
-		pending = r->next;
+		go = r->next;
 		start(r);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -387,6 +448,12 @@ void shim_handover_parent(void)
  * left unreferenced from here: never freed, their rsockets never closed). */
 void shim_handover_fork_child(void)
 {
+	pthread_mutex_init(&handover_mu, NULL);
+	for (struct relay *r = live; r; r = r->next_live) {
+		REAL(close)(r->lo);
+		REAL(close)(r->stop);
+	}
+	live = NULL;
 	while (pending) {
 		struct relay *r = pending;
 

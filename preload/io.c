@@ -182,6 +182,21 @@ static ssize_t take(struct shim_sock *s, void *buf, size_t len, int flags)
 	return r;
 }
 
+/*
+ * A call that found s on its fd just as a fork handed s over (handover.c):
+ * the fd is a kernel socket now, and the call is the kernel's.
+ */
+static ssize_t handed_io(struct shim_sock *s, const struct iovec *iov, int cnt,
+			 int flags, bool wr)
+{
+	struct msghdr m = {.msg_iov = (struct iovec *)iov,
+			   .msg_iovlen = (size_t)cnt};
+	ssize_t r = wr ? REAL(sendmsg)(s->hfd, &m, flags)
+		       : REAL(recvmsg)(s->hfd, &m, flags);
+
+	return r < 0 ? -errno : r;
+}
+
 ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			int flags)
 {
@@ -192,6 +207,8 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	int i = 0, pause_ms = 1;
 	size_t off = 0;
 
+	if (unlikely(!shim_sock_usable(s)))
+		return handed_io(s, iov, cnt, flags, false);
 	if (flags & MSG_OOB)
 		return -EINVAL; /* no urgent data on this connection */
 	if (flags & MSG_ERRQUEUE)
@@ -312,6 +329,8 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	int i = 0;
 	size_t off = 0;
 
+	if (unlikely(!shim_sock_usable(s)))
+		return handed_io(s, iov, cnt, flags, true);
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
 	if (cnt < 0 || cnt > IOV_MAX)
@@ -524,7 +543,6 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 	({                                                                     \
 		ssize_t r_;                                                    \
 		shim_sock_get(s);                                              \
-		shim_sock_used(s);                                             \
 		r_ = (expr);                                                   \
 		shim_sock_put(s);                                              \
 		shim_ret(r_);                                                  \

@@ -31,7 +31,9 @@ struct shim_sock *shim_sock_new(int kind, int family)
 void shim_sock_attach(struct shim_sock *s, int kind, int rs)
 {
 	s->rs = rs;
-	if (kind == SHIM_SK_RDMA) {
+	/* registered in an epoll set before its connect: used already */
+	if (kind == SHIM_SK_RDMA &&
+	    !__atomic_load_n(&s->ep_regs, __ATOMIC_ACQUIRE)) {
 		__atomic_add_fetch(&shim_fresh_conns, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->fresh, true, __ATOMIC_RELEASE);
 	}
@@ -67,8 +69,10 @@ struct shim_sock *shim_sock_ref(int fd)
 	 * with the kernel; the reference keeps the object valid for us. */
 	if (!s || shim_sock_is_sentinel(s))
 		return NULL;
+	/* handed over at a fork: the fd is a kernel socket now */
+	if (s->kind == SHIM_SK_RDMA && !shim_sock_usable(s))
+		return NULL;
 	shim_sock_get(s);
-	shim_sock_used(s);
 	return s;
 }
 

@@ -49,6 +49,8 @@ struct shim_sock {
 	 * epoll registration since it was made): a fork hands it over
 	 * (handover.c) */
 	bool fresh;
+	bool handed; /* atomic: a fork's handover took it (handover.c) */
+	int hfd;     /* the fd it was handed over on: calls go there since */
 	bool connect_pending;  /* EINPROGRESS given, completion not yet told */
 	bool rd_shut, wr_shut; /* shutdown() seen */
 	bool wr_full;	       /* the last send could not all go (atomic) */
@@ -100,6 +102,20 @@ static inline void shim_sock_used(struct shim_sock *s)
 	if (unlikely(__atomic_load_n(&s->fresh, __ATOMIC_RELAXED)) &&
 	    __atomic_exchange_n(&s->fresh, false, __ATOMIC_ACQ_REL))
 		__atomic_sub_fetch(&shim_fresh_conns, 1, __ATOMIC_RELAXED);
+}
+/*
+ * May a call that found s on its fd use s's rsocket?  Yes, except when a
+ * fork's handover has taken (or is taking) s: the fd then names a kernel
+ * socket, and the caller goes to the kernel with it.  Waits out a handover
+ * in progress.  The first use of a fresh s marks it used.
+ */
+bool shim_first_use_slow(struct shim_sock *s);
+static inline bool shim_sock_usable(struct shim_sock *s)
+{
+	if (likely(!__atomic_load_n(&s->fresh, __ATOMIC_SEQ_CST) &&
+		   !__atomic_load_n(&s->handed, __ATOMIC_SEQ_CST)))
+		return true;
+	return shim_first_use_slow(s);
 }
 /* The names getsockname/getpeername report come from s, not the kernel. */
 static inline bool shim_sock_names(const struct shim_sock *s)

@@ -588,7 +588,8 @@ SHIM_EXPORT int shutdown(int fd, int how)
 		errno = EINVAL;
 		return -1;
 	}
-	shim_sock_used(s); /* a shut connection is not handed over at fork */
+	if (!shim_sock_usable(s)) /* handed over at a fork meanwhile */
+		return REAL(shutdown)(fd, how);
 	/* SHUT_RD tells the peer nothing in TCP, and the kernel still reads
 	 * out what is queued (io.c): rsockets' own SHUT_RD would hide it, so
 	 * it stays ours.  SHUT_RDWR is the peer's FIN plus that. */
@@ -650,8 +651,15 @@ SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 
 SHIM_EXPORT int close(int fd)
 {
-	if (likely(!shim_fd_get(fd)))
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!s))
 		return REAL(close)(fd);
+	/* Not while a fork's handover works on it: after, fd names
+	 * whatever the handover left there. */
+	if (unlikely(s->kind == SHIM_SK_RDMA &&
+		     __atomic_load_n(&s->fresh, __ATOMIC_SEQ_CST)))
+		(void)shim_first_use_slow(s);
 	/* Forget fd before the real close: after it the number can be reused.
 	 */
 	shim_fd_install(fd, NULL);

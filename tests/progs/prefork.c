@@ -21,6 +21,10 @@
  *       closes without serving otherwise).  Prints "ready PORT".
  *   prefork handle
  *       Serves one request on stdin/stdout (inetd's child).
+ *   prefork forkget ADDR PORT SIZE
+ *       The client side of the same: connect, fork, and let the child ask
+ *       for SIZE bytes and check them while the parent closes its copy;
+ *       prints "forked client: SIZE bytes ok" and exits 0 if they were.
  *   prefork get ADDR PORT CLIENTS SIZE
  *       CLIENTS threads each connect, ask for SIZE bytes with seed k and
  *       check them (FNV-1a); prints "client k: SIZE bytes ok" (in order)
@@ -161,22 +165,38 @@ static void on_term(int sig)
 	stop = 1;
 }
 
-static int serve(const char *addr, int workers, const char *mode)
+/* A listener on addr, port 0 (its address in *a); -2 bad address, -1
+ * failed (said on stderr). */
+static int listen_on(const char *addr, struct sockaddr_in *a)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	pid_t pids[16];
+	socklen_t len = sizeof(*a);
 	int l, one = 1;
 
-	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1 || workers < 1 || workers > 16)
-		return 2;
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	if (inet_pton(AF_INET, addr, &a->sin_addr) != 1)
+		return -2;
 	l = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 128) < 0 ||
-	    getsockname(l, (struct sockaddr *)&a, &len) < 0) {
+	if (bind(l, (struct sockaddr *)a, sizeof(*a)) < 0 || listen(l, 128) < 0 ||
+	    getsockname(l, (struct sockaddr *)a, &len) < 0) {
 		perror("listen");
-		return 1;
+		return -1;
 	}
+	return l;
+}
+
+static int serve(const char *addr, int workers, const char *mode)
+{
+	struct sockaddr_in a;
+	pid_t pids[16];
+	int l;
+
+	if (workers < 1 || workers > 16)
+		return 2;
+	l = listen_on(addr, &a);
+	if (l < 0)
+		return -l;
 	signal(SIGTERM, on_term);
 	for (int i = 0; i < workers; i++) {
 		pids[i] = fork();
@@ -222,19 +242,11 @@ static int same_names(int c, const struct sockaddr_in *peer, uint16_t port)
 
 static int forkserve(const char *addr, const char *mode, const char *self)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int l, one = 1;
+	struct sockaddr_in a;
+	int l = listen_on(addr, &a);
 
-	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
-		return 2;
-	l = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 128) < 0 ||
-	    getsockname(l, (struct sockaddr *)&a, &len) < 0) {
-		perror("listen");
-		return 1;
-	}
+	if (l < 0)
+		return -l;
 	if (strcmp(mode, "keep"))
 		signal(SIGCHLD, SIG_IGN); /* children reap themselves */
 	printf("ready %u\n", ntohs(a.sin_port));
@@ -277,6 +289,7 @@ static int forkserve(const char *addr, const char *mode, const char *self)
 
 struct client {
 	pthread_t th;
+	int fd; /* connected already (forkget), or 0: connect here */
 	struct sockaddr_in a;
 	uint32_t size, seed;
 	int ok;
@@ -290,9 +303,9 @@ static void *client_main(void *arg)
 	unsigned char buf[65536], want[65536];
 	uint64_t h1 = 0xcbf29ce484222325ULL, h2 = h1;
 	size_t left = k->size;
-	int c = socket(AF_INET, SOCK_STREAM, 0);
+	int c = k->fd > 0 ? k->fd : socket(AF_INET, SOCK_STREAM, 0);
 
-	if (connect(c, (struct sockaddr *)&k->a, sizeof(k->a)) < 0) {
+	if (k->fd <= 0 && connect(c, (struct sockaddr *)&k->a, sizeof(k->a)) < 0) {
 		snprintf(k->err, sizeof(k->err), "connect: %s", strerrorname_np(errno));
 		close(c);
 		return NULL;
@@ -320,6 +333,37 @@ static void *client_main(void *arg)
 	if (!k->ok)
 		snprintf(k->err, sizeof(k->err), "checksum mismatch");
 	return NULL;
+}
+
+static int forkget(const char *addr, int port, uint32_t size)
+{
+	struct client k = { .size = size, .seed = 7 };
+	int st;
+	pid_t pid;
+
+	k.a.sin_family = AF_INET;
+	k.a.sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, addr, &k.a.sin_addr) != 1)
+		return 2;
+	k.fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(k.fd, (struct sockaddr *)&k.a, sizeof(k.a)) < 0) {
+		perror("connect");
+		return 1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		client_main(&k);
+		if (!k.ok)
+			fprintf(stderr, "forked client: %s\n", k.err);
+		_exit(k.ok ? 0 : 1);
+	}
+	close(k.fd);
+	if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		printf("forked client: FAILED\n");
+		return 1;
+	}
+	printf("forked client: %u bytes ok\n", size);
+	return 0;
 }
 
 static int get(const char *addr, int port, int n, uint32_t size)
@@ -355,6 +399,8 @@ int main(int argc, char **argv)
 		return serve(argv[2], atoi(argv[3]), argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "forkserve"))
 		return forkserve(argv[2], argv[3], "/proc/self/exe");
+	if (argc == 5 && !strcmp(argv[1], "forkget"))
+		return forkget(argv[2], atoi(argv[3]), (uint32_t)strtoul(argv[4], NULL, 0));
 	if (argc == 2 && !strcmp(argv[1], "handle")) {
 		serve_io(0, 1);
 		return 0;
@@ -365,6 +411,7 @@ int main(int argc, char **argv)
 	fprintf(stderr, "usage: prefork serve ADDR WORKERS block|epoll\n"
 			"       prefork forkserve ADDR close|keep|exec\n"
 			"       prefork handle\n"
+			"       prefork forkget ADDR PORT SIZE\n"
 			"       prefork get ADDR PORT CLIENTS SIZE\n");
 	return 2;
 }

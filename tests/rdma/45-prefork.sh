@@ -19,48 +19,7 @@ PY=$(dirname "$0")/lib/prefork.py
 N=6 SIZE=262144
 fails=0
 
-# serve TAG SHIM(0|1) CMD...: start the server, set SRV and PORT.
-serve() {
-	local tag=$1 shim=$2; shift 2
-	if [ "$shim" = 1 ]; then
-		bg "$WORK/$tag.srv" env LD_PRELOAD="$PRELOAD" ERDMA_SHIM_LOG=debug "$@"
-	else
-		bg "$WORK/$tag.srv" "$@"
-	fi
-	SRV=$BG_PID
-	wait_for "$WORK/$tag.srv" '^ready ' 30
-	PORT=$(port_of "$WORK/$tag.srv")
-}
-stop() { kill -TERM "$SRV" 2>/dev/null || true; wait "$SRV" 2>/dev/null || true; }
-
-# one TAG SERVER-CMD...: the three runs of one server shape.
-one() {
-	local tag=$1 rc; shift
-	serve "$tag-k" 0 "$@"
-	timeout -k 5 60 "$P" get "$IP0" "$PORT" $N $SIZE >"$WORK/$tag.tcp" 2>&1 || true
-	stop
-	serve "$tag-s" 1 "$@"
-	rc=0
-	env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout -k 5 60 \
-		"$P" get "$IP0" "$PORT" $N $SIZE >"$WORK/$tag.rdma" 2>&1 || rc=$?
-	timeout -k 5 60 "$P" get "$IP0" "$PORT" $N $SIZE >"$WORK/$tag.plain" 2>&1 || true
-	stop
-	if [ "$(grep -c ' bytes ok$' "$WORK/$tag.tcp")" != $N ]; then
-		echo "FAIL $tag: kernel TCP run: $(grep -v ' ok$' "$WORK/$tag.tcp" | head -n 2)"
-		fails=$((fails + 1))
-	elif ! cmp -s "$WORK/$tag.tcp" "$WORK/$tag.rdma" || [ "$rc" != 0 ]; then
-		echo "FAIL $tag: shimmed client (require), exit $rc; what differs from kernel TCP:"
-		grep -v ' bytes ok$' "$WORK/$tag.rdma" | head -n 8 | sed 's/^/    cli| /'
-		tail -n 6 "$WORK/$tag-s.srv" | sed 's/^/    srv| /'
-		fails=$((fails + 1))
-	elif ! cmp -s "$WORK/$tag.tcp" "$WORK/$tag.plain"; then
-		echo "FAIL $tag: plain client of the shimmed server:"
-		grep -v ' bytes ok$' "$WORK/$tag.plain" | head -n 8 | sed 's/^/    cli| /'
-		fails=$((fails + 1))
-	else
-		echo "PASS $tag: $N clients byte-exact over kernel TCP, over RDMA (require) and plain TCP to the shimmed server"
-	fi
-}
+. "$(dirname "$0")/lib/servers.bash"
 
 for w in 1 2 4; do
 	for m in block epoll; do

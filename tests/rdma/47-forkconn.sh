@@ -6,7 +6,8 @@
 # child execs a handler with the connection as stdin/stdout: inetd) -- and
 # Python's socketserver.ForkingTCPServer (tests/rdma/lib/forking.py), each
 # serving 6 concurrent clients 256 KiB checked by FNV-1a; a forked child
-# also checks getpeername/getsockname against what accept and bind said:
+# also checks getpeername/getsockname against what accept and bind said;
+# and a client that connects and lets its fork child use the connection:
 #   - kernel TCP (no shim anywhere): the reference transcript;
 #   - both ends shimmed, the client under ERDMA_SHIM=require: every
 #     connection is an RDMA one, handed over at the fork (handover.c: the
@@ -23,58 +24,36 @@ PY=$(dirname "$0")/lib/forking.py
 N=6 SIZE=262144
 fails=0
 
-# serve TAG SHIM(0|1) CMD...: start the server, set SRV and PORT.
-serve() {
-	local tag=$1 shim=$2; shift 2
-	if [ "$shim" = 1 ]; then
-		bg "$WORK/$tag.srv" env LD_PRELOAD="$PRELOAD" ERDMA_SHIM_LOG=info "$@"
-	else
-		bg "$WORK/$tag.srv" "$@"
-	fi
-	SRV=$BG_PID
-	wait_for "$WORK/$tag.srv" '^ready ' 30
-	PORT=$(port_of "$WORK/$tag.srv")
-}
-stop() { kill -TERM "$SRV" 2>/dev/null || true; wait "$SRV" 2>/dev/null || true; }
-
-# one TAG SERVER-CMD...: the three runs of one server shape.
-one() {
-	local tag=$1 rc handed; shift
-	serve "$tag-k" 0 "$@"
-	timeout -k 5 60 "$P" get "$IP0" "$PORT" $N $SIZE >"$WORK/$tag.tcp" 2>&1 || true
-	stop
-	serve "$tag-s" 1 "$@"
-	rc=0
-	env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout -k 5 60 \
-		"$P" get "$IP0" "$PORT" $N $SIZE >"$WORK/$tag.rdma" 2>&1 || rc=$?
-	handed=$(grep -c 'handed over at fork' "$WORK/$tag-s.srv" || true)
-	timeout -k 5 60 "$P" get "$IP0" "$PORT" $N $SIZE >"$WORK/$tag.plain" 2>&1 || true
-	stop
-	if [ "$(grep -c ' bytes ok$' "$WORK/$tag.tcp")" != $N ]; then
-		echo "FAIL $tag: kernel TCP run: $(grep -v ' ok$' "$WORK/$tag.tcp" | head -n 2)"
-		fails=$((fails + 1))
-	elif ! cmp -s "$WORK/$tag.tcp" "$WORK/$tag.rdma" || [ "$rc" != 0 ]; then
-		echo "FAIL $tag: shimmed client (require), exit $rc; what differs from kernel TCP:"
-		grep -v ' bytes ok$' "$WORK/$tag.rdma" | head -n 8 | sed 's/^/    cli| /'
-		tail -n 6 "$WORK/$tag-s.srv" | sed 's/^/    srv| /'
-		fails=$((fails + 1))
-	elif [ "$handed" != $N ]; then
-		echo "FAIL $tag: $handed of $N RDMA connections handed over at fork (server log)"
-		tail -n 6 "$WORK/$tag-s.srv" | sed 's/^/    srv| /'
-		fails=$((fails + 1))
-	elif ! cmp -s "$WORK/$tag.tcp" "$WORK/$tag.plain"; then
-		echo "FAIL $tag: plain client of the shimmed server:"
-		grep -v ' bytes ok$' "$WORK/$tag.plain" | head -n 8 | sed 's/^/    cli| /'
-		fails=$((fails + 1))
-	else
-		echo "PASS $tag: $N clients byte-exact over kernel TCP, over RDMA (require; $handed handed over at fork) and plain TCP to the shimmed server"
-	fi
-}
+. "$(dirname "$0")/lib/servers.bash"
 
 for m in close keep exec; do
-	one "c-$m" "$P" forkserve "$IP0" "$m"
+	HANDED=$N one "c-$m" "$P" forkserve "$IP0" "$m"
 done
-one py-forking python3 "$PY" "$IP0"
+HANDED=$N one py-forking python3 "$PY" "$IP0"
+
+# The client side: connect, fork, the child asks and checks while the parent
+# closes its copy (prefork forkget), against a one-worker prefork server;
+# kernel TCP, then both ends shimmed (client under require: its connection
+# handed over at the fork, its log says so).
+forkget_case() {
+	local rc=0 handed
+	serve fg-k 0 "$P" serve "$IP0" 1 block
+	timeout -k 5 60 "$P" forkget "$IP0" "$PORT" $SIZE >"$WORK/fg.tcp" 2>&1 || rc=$?
+	stop
+	[ "$rc" = 0 ] || { echo "FAIL forkget: kernel TCP run: $(cat "$WORK/fg.tcp")"; fails=$((fails + 1)); return; }
+	serve fg-s 1 "$P" serve "$IP0" 1 block
+	env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require ERDMA_SHIM_LOG=info timeout -k 5 60 \
+		"$P" forkget "$IP0" "$PORT" $SIZE >"$WORK/fg.rdma" 2>"$WORK/fg.rdma.log" || rc=$?
+	stop
+	handed=$(grep -c 'handed over at fork' "$WORK/fg.rdma.log" || true)
+	if [ "$rc" != 0 ] || ! cmp -s "$WORK/fg.tcp" "$WORK/fg.rdma" || [ "$handed" != 1 ]; then
+		echo "FAIL forkget: shimmed client (require), exit $rc, $handed handed over: $(cat "$WORK/fg.rdma") $(tail -n 3 "$WORK/fg.rdma.log")"
+		fails=$((fails + 1))
+	else
+		echo "PASS forkget: a client's connection used by its fork child: byte-exact over kernel TCP and over RDMA (handed over at the fork)"
+	fi
+}
+forkget_case
 [ "$fails" = 0 ] || fail "$fails fork-per-connection case(s) failed"
 
 # What a handed-over connection costs (figures, not asserted): the
@@ -103,4 +82,4 @@ for r in 1 2 3; do
 	done
 done
 figure "forkconn: 16 MiB answer, 3 rounds interleaved: direct RDMA (prefork worker) $direct ms, handed over (relay) $relayed ms, ratio $(awk -v a=$relayed -v b=$direct 'BEGIN { printf "%.2f", a / b }')"
-echo "RESULT: fork-per-connection servers (C close/keep/exec, Python ForkingTCPServer) serve every client byte-exact, over RDMA when both ends are shimmed"
+echo "RESULT: fork-per-connection servers (C close/keep/exec, Python ForkingTCPServer) and a forking client: every byte exact, over RDMA when both ends are shimmed"
