@@ -258,9 +258,7 @@ static int set_install(int epfd, struct ep_set *set)
 static int ensure_wake(struct ep_set *set)
 {
 	struct epoll_event ev = {.events = 0, .data.u64 = WAKE_MARK(set)};
-	int fd;
-
-	int err = 0;
+	int fd, err = 0;
 
 	if (__atomic_load_n(&set->wake_fd, __ATOMIC_ACQUIRE) >= 0)
 		return 0;

@@ -45,7 +45,6 @@ int shim_fresh_conns;
 
 struct relay {
 	struct shim_sock *s; /* the connection: a reference, for its rsocket */
-	int rs;		     /* s->rs */
 	int lo;		     /* the loopback end the relay reads and writes */
 	int stop;	     /* eventfd: wakes the rsocket reader at the end */
 	int live;	     /* atomic: relay threads still running */
@@ -140,19 +139,16 @@ static void carry_options(const struct shim_sock *s, int x)
 				      tl);
 	if (r)
 		shim_dbg("handover: a socket timeout was not carried over");
-	fl = REAL(fcntl)(x, F_GETFL);
-	if (s->nonblock && fl >= 0)
+	if (s->nonblock && (fl = REAL(fcntl)(x, F_GETFL)) >= 0)
 		REAL(fcntl)(x, F_SETFL, fl | O_NONBLOCK);
 }
 
 /*
  * fd, the only fd of fresh RDMA connection s: put a loopback socket in its
- * place and queue the relay that will carry it.  Another thread may be
- * starting its first call on s right now (it looked s up before the swap):
- * s stays as it is, the rsocket its own, and the relay holds a reference
- * to it, so that call runs on a live rsocket -- interleaved with the
- * relay's, as two threads' calls on one kernel socket would be -- and the
- * rsocket is closed by whichever lets go of s last.
+ * place and queue the relay that will carry it.  s stays as it is, the
+ * rsocket its own: the relay holds a reference to it, and a call that
+ * looked s up before the swap finds it handed (shim_sock_usable) and goes
+ * to the kernel fd instead.  The last to let go of s closes the rsocket.
  */
 static int hand_over(int fd, struct shim_sock *s)
 {
@@ -199,7 +195,6 @@ static int hand_over(int fd, struct shim_sock *s)
 	s->hfd = fd;
 	shim_sock_get(s);
 	r->s = s;
-	r->rs = s->rs;
 	r->live = 2;
 	shim_fd_install(fd, ns); /* drops fd's reference to s */
 	r->next = pending;
@@ -319,7 +314,7 @@ static void end_both(struct relay *r)
 {
 	uint64_t one = 1;
 
-	sg_shutdown(r->rs, SHUT_RDWR);
+	sg_shutdown(r->s->rs, SHUT_RDWR);
 	REAL(shutdown)(r->lo, SHUT_RDWR);
 	if (REAL(write)(r->stop, &one, sizeof(one)) < 0)
 		shim_dbg("relay: stop: %s", strerror(errno));
@@ -330,13 +325,13 @@ static void end_both(struct relay *r)
 static void *relay_down(void *arg)
 {
 	struct relay *r = arg;
-	struct pollfd p[2] = {{.fd = r->rs, .events = POLLIN},
+	struct pollfd p[2] = {{.fd = r->s->rs, .events = POLLIN},
 			      {.fd = r->stop, .events = POLLIN}};
 	char buf[64 * 1024];
 	ssize_t n;
 
 	for (;;) {
-		n = sg_recv(r->rs, buf, sizeof(buf), 0);
+		n = sg_recv(r->s->rs, buf, sizeof(buf), 0);
 		if (n == -EAGAIN || n == -EINTR) {
 			if (sg_wait(p, 2, -1) < 0 || p[1].revents)
 				break;
@@ -356,11 +351,11 @@ static void *relay_down(void *arg)
 
 static int send_all_rs(struct relay *r, const char *p, size_t n)
 {
-	struct pollfd w[2] = {{.fd = r->rs, .events = POLLOUT},
+	struct pollfd w[2] = {{.fd = r->s->rs, .events = POLLOUT},
 			      {.fd = r->stop, .events = POLLIN}};
 
 	while (n) {
-		ssize_t s = sg_send(r->rs, p, n, 0);
+		ssize_t s = sg_send(r->s->rs, p, n, 0);
 
 		/* the other direction's failure (stop) ends this one too */
 		if (s == -EAGAIN || s == -EINTR) {
@@ -391,7 +386,7 @@ static void *relay_up(void *arg)
 			break;
 	}
 	if (n == 0)
-		sg_shutdown(r->rs, SHUT_WR);
+		sg_shutdown(r->s->rs, SHUT_WR);
 	else
 		end_both(r);
 	relay_put(r);
@@ -400,27 +395,20 @@ static void *relay_up(void *arg)
 
 static void start(struct relay *r)
 {
-	pthread_attr_t at;
-	pthread_t th;
-
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	/* each direction puts its reference once, thread or not */
 	for (int i = 0; i < 2; i++)
-		if (pthread_create(&th, &at, i ? relay_up : relay_down, r)) {
+		if (shim_spawn(i ? relay_up : relay_down, r)) {
 			shim_warn("relay: no thread: the connection ends");
 			end_both(r);
 			relay_put(r);
 		}
-	pthread_attr_destroy(&at);
 }
 
 /* After the fork, in the forking process (also when fork failed): the
- * relays start, their threads deaf to the program's signals. */
+ * relays start. */
 void shim_handover_parent(void)
 {
 	struct relay *go = pending;
-	sigset_t all, old;
 
 	pending = NULL;
 	for (struct relay *r = go; r; r = r->next) {
@@ -431,17 +419,12 @@ void shim_handover_parent(void)
 		live = r;
 	}
 	pthread_mutex_unlock(&handover_mu);
-	if (!go)
-		return;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	while (go) {
 		struct relay *r = go;
 
 		go = r->next;
 		start(r);
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* In the child: the relays are the parent's (their connections' socks are

@@ -137,6 +137,28 @@ static inline int64_t shim_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/*
+ * One of the shim's own threads: detached, with a 256 KiB stack, deaf to
+ * the program's signals (every one blocked from its start).  0 or -errno.
+ */
+static inline int shim_spawn(void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+	int err;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	err = pthread_create(&t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -err;
+}
+
 /* The same in microseconds. */
 static inline int64_t shim_now_us(void)
 {

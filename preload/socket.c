@@ -657,9 +657,8 @@ SHIM_EXPORT int close(int fd)
 		return REAL(close)(fd);
 	/* Not while a fork's handover works on it: after, fd names
 	 * whatever the handover left there. */
-	if (unlikely(s->kind == SHIM_SK_RDMA &&
-		     __atomic_load_n(&s->fresh, __ATOMIC_SEQ_CST)))
-		(void)shim_first_use_slow(s);
+	if (unlikely(s->kind == SHIM_SK_RDMA))
+		(void)shim_sock_usable(s);
 	/* Forget fd before the real close: after it the number can be reused.
 	 */
 	shim_fd_install(fd, NULL);

@@ -175,23 +175,10 @@ static void *watcher(void *unused)
 	return NULL;
 }
 
-/* Under reap_mu: a thread running fn, started with every signal blocked. */
+/* Under reap_mu: a thread running fn (shim_spawn: signals blocked). */
 static int spawn_locked(void *(*fn)(void *))
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t t;
-	int err;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	err = pthread_create(&t, &attr, fn, NULL);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -err;
+	return shim_spawn(fn, NULL);
 }
 
 static int spawn_reaper_locked(void)
