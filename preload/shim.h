@@ -129,6 +129,28 @@ void shim_sleep_fork_child(void);
 bool shim_eintr_restarts(void);
 
 /* The monotonic clock in milliseconds. */
+/*
+ * uring.c: one kernel accept armed on an io_uring, so a wait for either of
+ * a listener's queues never makes the shared listener file non-blocking.
+ */
+struct io_uring_sqe;
+struct io_uring_cqe;
+struct shim_uring {
+	int fd;
+	bool armed; /* the accept is in the kernel's hands */
+	void *ring, *sqes;
+	size_t ring_len, sqes_len;
+	unsigned *sq_tail, *sq_array, *cq_head, *cq_tail;
+	unsigned sq_mask, cq_mask;
+	struct io_uring_cqe *cqes;
+};
+int shim_uring_open(struct shim_uring *u);
+void shim_uring_close(struct shim_uring *u);
+int shim_uring_accept(struct shim_uring *u, int fd, struct sockaddr *addr,
+		      socklen_t *len, int flags);
+bool shim_uring_done(struct shim_uring *u, int *res);
+int shim_uring_cancel(struct shim_uring *u);
+
 static inline int64_t shim_now_ms(void)
 {
 	struct timespec ts;

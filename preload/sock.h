@@ -45,6 +45,10 @@ struct shim_sock {
 	int rs;		/* rsocket, -1 if none */
 	int family;	/* the program's socket family */
 	bool nonblock;	/* the program's view of O_NONBLOCK */
+	/* atomic, SHIM_SK_LISTEN: no io_uring, so the file was made
+	 * non-blocking underneath and nonblock is the program's view
+	 * (socket.c, force_nonblock); else the file's flag is the truth */
+	bool nb_forced;
 	/* atomic: an RDMA connection nothing has used yet (no I/O, poll or
 	 * epoll registration since it was made): a fork hands it over
 	 * (handover.c) */

@@ -372,7 +372,7 @@ SHIM_EXPORT int listen(int fd, int backlog)
 	struct shim_sock *s = shim_fd_get(fd);
 	struct sockaddr_storage laddr;
 	socklen_t alen;
-	int r, fl;
+	int r;
 
 	if (likely(!s || s->kind != SHIM_SK_TCP))
 		return REAL(listen)(fd, backlog);
@@ -393,11 +393,6 @@ SHIM_EXPORT int listen(int fd, int backlog)
 		return 0;
 	}
 	s->backlog = backlog;
-	/* The kernel listener runs non-blocking underneath so accept() can
-	 * wait on both listeners; the program keeps its own view (fcntl). */
-	fl = REAL(fcntl)(fd, F_GETFL);
-	if (fl >= 0)
-		REAL(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
 	shim_sock_attach(s, SHIM_SK_LISTEN, -1);
 	return 0;
 }
@@ -450,19 +445,20 @@ int shim_listen_qfd(struct shim_sock *s)
 }
 
 /*
- * Wait for either listener.  SO_RCVTIMEO bounds accept as in the kernel
- * (EAGAIN when it expires); a handler's EINTR restarts the wait when the
- * kernel would restart accept (SA_RESTART, no timeout).
+ * Wait for either listener: kfd (the listening fd, or the ring whose
+ * accept is armed on it) or the door's queue.  SO_RCVTIMEO bounds accept
+ * as in the kernel (EAGAIN when it expires); a handler's EINTR restarts the
+ * wait when the kernel would restart accept (SA_RESTART, no timeout).
  */
-static int accept_wait(int fd, struct shim_sock *s, int64_t *deadline)
+static int accept_wait(int kfd, struct shim_sock *s, int64_t *deadline)
 {
 	const struct timeval *tv = &s->rcvtimeo;
 	bool timed = tv->tv_sec || tv->tv_usec;
 	int left = -1;
 
-	/* Both listeners are kernel fds here (the rsocket's accept queue):
-	 * rpoll on a listening rsocket can lag by seconds. */
-	struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+	/* Both are kernel fds here (the rsocket's accept queue): rpoll on a
+	 * listening rsocket can lag by seconds. */
+	struct pollfd p[2] = {{.fd = kfd, .events = POLLIN},
 			      {.fd = shim_listen_qfd(s), .events = POLLIN}};
 	for (;;) {
 		if (timed) {
@@ -480,45 +476,143 @@ static int accept_wait(int fd, struct shim_sock *s, int64_t *deadline)
 	}
 }
 
+/* An RDMA connection from the door's queue: its new fd, or -EAGAIN. */
+static int door_take(struct shim_sock *s, struct sockaddr *addr, socklen_t *len,
+		     int flags)
+{
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+	struct shim_sock *ns;
+	int r = -EAGAIN, nfd;
+
+	if (door_enter(s)) {
+		r = sg_accept(s->rs, (struct sockaddr *)&peer, &plen);
+		door_leave(s);
+	}
+	if (r < 0)
+		return -EAGAIN;
+	nfd = adopt_accepted(s, r, (struct sockaddr *)&peer, flags);
+	ns = nfd >= 0 ? shim_fd_get(nfd) : NULL;
+	if (ns && addr && len)
+		shim_addr_copy_out(&ns->peer, ns->peer_len, addr, len);
+	else if (ns && len)
+		*len = ns->peer_len;
+	return nfd;
+}
+
+static int tcp_accepted(int r)
+{
+	if (r >= 0)
+		shim_stat_kernel(r, ERDMA_PATH_TCP, "peer connected over TCP",
+				 0, NULL, 0);
+	return r;
+}
+
+/* The ring's accept withdrawn and the ring gone; a connection it took in
+ * the meantime is closed (pthread_cancel: nobody will hear of it). */
+static void ring_drop(void *arg)
+{
+	struct shim_uring *u = arg;
+	int r = shim_uring_cancel(u);
+
+	if (r >= 0)
+		REAL(close)(r);
+	shim_uring_close(u);
+}
+
+/*
+ * A blocking accept with the door open, the listener's file blocking: the
+ * kernel's accept is armed on a ring (uring.c) and the door's queue
+ * watched beside it.  When the door's queue wakes the thread, the kernel
+ * accept is withdrawn; one that completed meanwhile is given out (the
+ * RDMA connection stays queued for the next accept).
+ */
+static int accept_ring(int fd, struct shim_sock *s, struct shim_uring *u,
+		       struct sockaddr *addr, socklen_t *len, int flags)
+{
+	int64_t deadline = 0;
+	int r, res;
+
+	for (;;) {
+		r = shim_uring_accept(u, fd, addr, len, flags);
+		if (r < 0)
+			return r;
+		r = accept_wait(u->fd, s, &deadline);
+		res = shim_uring_cancel(u);
+		if (res != -ECANCELED)
+			return tcp_accepted(res);
+		if (r < 0)
+			return r;
+		r = door_take(s, addr, len, flags);
+		if (r != -EAGAIN)
+			return r;
+	}
+}
+
+/*
+ * No io_uring here (ENOSYS, or a seccomp profile's EPERM): the listener's
+ * file runs non-blocking underneath, as it did before the ring, and the
+ * shim keeps the program's view.  A process sharing the file (a prefork
+ * sibling without the shim, an exec'd image) sees the flag: README.
+ */
+static void force_nonblock(int fd, struct shim_sock *s, int fl, int why)
+{
+	static bool said;
+
+	if (__atomic_exchange_n(&s->nb_forced, true, __ATOMIC_SEQ_CST))
+		return;
+	s->nonblock = (fl & O_NONBLOCK) != 0;
+	REAL(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
+	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+		shim_info("no io_uring (%s): a listener with an RDMA door "
+			  "runs non-blocking underneath (fd %d)",
+			  strerror(why), fd);
+}
+
 static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 		       socklen_t *len, int flags)
 {
-	struct sockaddr_storage peer;
 	int64_t deadline = 0;
-	socklen_t plen;
-	int r;
+	int r, fl;
 
 	shim_listen_door(s);
-	for (;;) {
-		plen = sizeof(peer);
-		r = -EAGAIN;
-		if (door_enter(s)) {
-			r = sg_accept(s->rs, (struct sockaddr *)&peer, &plen);
-			door_leave(s);
-		}
-		if (r >= 0) {
-			int nfd = adopt_accepted(s, r, (struct sockaddr *)&peer,
-						 flags);
-			struct shim_sock *ns =
-			    nfd >= 0 ? shim_fd_get(nfd) : NULL;
+	r = door_take(s, addr, len, flags);
+	if (r != -EAGAIN)
+		return r;
+	fl = REAL(fcntl)(fd, F_GETFL);
+	if (fl < 0)
+		return -errno;
+	if (!(fl & O_NONBLOCK)) {
+		struct shim_uring u;
 
-			if (ns && addr && len)
-				shim_addr_copy_out(&ns->peer, ns->peer_len,
-						   addr, len);
-			else if (ns && len)
-				*len = ns->peer_len;
-			return nfd;
+		/* No door (a sibling's, or none): the kernel's own accept,
+		 * blocking, timeouts and restarts included. */
+		if (__atomic_load_n(&s->door, __ATOMIC_ACQUIRE) !=
+		    SHIM_DOOR_OPEN) {
+			r = REAL(accept4)(fd, addr, len, flags);
+			return tcp_accepted(r < 0 ? -errno : r);
 		}
+		r = shim_uring_open(&u);
+		if (r == 0) {
+			pthread_cleanup_push(ring_drop, &u);
+			r = accept_ring(fd, s, &u, addr, len, flags);
+			pthread_cleanup_pop(0);
+			shim_uring_close(&u);
+			return r;
+		}
+		force_nonblock(fd, s, fl, -r);
+	}
+	for (;;) {
 		r = REAL(accept4)(fd, addr, len, flags);
-		if (r >= 0)
-			shim_stat_kernel(r, ERDMA_PATH_TCP,
-					 "peer connected over TCP", 0, NULL, 0);
 		if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-			return r < 0 ? -errno : r;
-		if (s->nonblock)
-			return -EAGAIN;
+			return tcp_accepted(r < 0 ? -errno : r);
+		if (!s->nb_forced || s->nonblock)
+			return -EAGAIN; /* the program's non-blocking file */
 		r = accept_wait(fd, s, &deadline);
 		if (r < 0)
+			return r;
+		r = door_take(s, addr, len, flags);
+		if (r != -EAGAIN)
 			return r;
 	}
 }

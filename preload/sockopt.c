@@ -142,9 +142,16 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 
 /*
  * O_NONBLOCK is the program's view: an RDMA sock keeps it in s->nonblock
- * (the rsocket itself always runs non-blocking) and a listener's kernel fd
- * is non-blocking underneath; F_GETFL shows the program what it set.
+ * (the rsocket itself always runs non-blocking).  A listener's file keeps
+ * the program's flag, except without io_uring, where it runs non-blocking
+ * underneath (socket.c, force_nonblock); F_GETFL shows what the program set.
  */
+static bool forced(const struct shim_sock *s)
+{
+	return s->kind == SHIM_SK_LISTEN &&
+	       __atomic_load_n(&s->nb_forced, __ATOMIC_ACQUIRE);
+}
+
 static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 {
 	int r;
@@ -152,15 +159,13 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 	if (cmd == F_SETFL) {
 		int fl = (int)(intptr_t)arg;
 
-		r = REAL(fcntl)(fd, F_SETFL,
-				s->kind == SHIM_SK_LISTEN ? fl | O_NONBLOCK
-							  : fl);
+		r = REAL(fcntl)(fd, F_SETFL, forced(s) ? fl | O_NONBLOCK : fl);
 		if (r == 0)
 			s->nonblock = (fl & O_NONBLOCK) != 0;
 		return r;
 	}
 	r = REAL(fcntl)(fd, cmd, arg);
-	if (cmd == F_GETFL && r >= 0 && s->kind == SHIM_SK_LISTEN)
+	if (cmd == F_GETFL && r >= 0 && forced(s))
 		r = (r & ~O_NONBLOCK) | (s->nonblock ? O_NONBLOCK : 0);
 	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0) {
 		shim_sock_get(s);
@@ -237,7 +242,7 @@ static int ioctl_slow(int fd, struct shim_sock *s, unsigned long req, void *arg)
 	if (req == FIONBIO && arg) {
 		int on = *(int *)arg;
 
-		if (s->kind == SHIM_SK_LISTEN) {
+		if (forced(s)) {
 			s->nonblock = on != 0;
 			return 0; /* the kernel fd stays non-blocking */
 		}

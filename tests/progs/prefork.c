@@ -3,20 +3,27 @@
  * prefork: the prefork server model (issue 14) and its clients.  Plain
  * socket API only.
  *
- *   prefork serve ADDR WORKERS block|epoll
+ *   prefork serve ADDR WORKERS block|epoll|block-nouring
  *       A master listens on ADDR (port 0), forks WORKERS workers and waits
  *       for them; it never accepts.  Each worker accepts (a blocking accept
  *       loop, or a non-blocking listener in an epoll set: nginx's shape)
  *       and serves one request per connection: 8 bytes (size, seed), then
  *       that many bytes of the seed's stream.  Prints "ready PORT" once the
- *       workers are forked; on SIGTERM it ends them and exits.
+ *       workers are forked; on SIGTERM it ends them and exits.  A blocking
+ *       worker checks, after each accept, that the listener's open file
+ *       (which master and workers share) is still blocking, as the kernel
+ *       says in /proc/self/fdinfo; if not, it says so on stderr and closes
+ *       the connection unserved.  block-nouring: the same under a seccomp
+ *       filter that refuses io_uring_setup with EPERM (a container
+ *       runtime's default profile), without that check.
  *   prefork forkserve ADDR close|keep|exec
  *       Fork per connection: the server accepts (blocking) and forks a
  *       child per connection that serves its request.  close: the parent
  *       closes its copy at once (socketserver.ForkingTCPServer, sshd);
  *       keep: the parent keeps its copy until the child has exited;
  *       exec: the child makes the connection its stdin and stdout and
- *       execs "prefork handle" (inetd).  A forked child first checks that
+ *       execs "prefork handle" (inetd).  The listener's file is checked
+ *       as a blocking worker's is.  A forked child first checks that
  *       getpeername/getsockname name what accept and the listener did (it
  *       closes without serving otherwise).  Prints "ready PORT".
  *   prefork handle
@@ -42,8 +49,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,7 +125,39 @@ static void serve_one(int c)
 	serve_io(c, c);
 }
 
-static void worker_block(int l)
+/* Is fd's open file O_NONBLOCK, as the kernel has it (not what F_GETFL
+ * may be told to say)?  -1 if unknown. */
+static int file_nonblock(int fd)
+{
+	char path[64], line[128];
+	unsigned int flags;
+	int r = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (r < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "flags: %o", &flags) == 1)
+			r = (flags & O_NONBLOCK) != 0;
+	fclose(f);
+	return r;
+}
+
+/* The program never made listener l non-blocking: its file must still be
+ * blocking (every process sharing it relies on that). */
+static int still_blocking(int l)
+{
+	if (file_nonblock(l) == 0)
+		return 1;
+	fprintf(stderr, "pid %d: the listener's file is not blocking (or "
+			"unknown) though the program never said so\n",
+		(int)getpid());
+	return 0;
+}
+
+static void worker_block(int l, int check)
 {
 	for (;;) {
 		int c = accept(l, NULL, NULL);
@@ -126,8 +170,30 @@ static void worker_block(int l)
 			perror("accept");
 			_exit(1);
 		}
-		serve_one(c);
+		if (!check || still_blocking(l))
+			serve_one(c);
 		close(c);
+	}
+}
+
+/* What a container runtime's default seccomp profile does: io_uring_setup
+ * fails with EPERM (the shim's blocking accept then takes its fallback). */
+static void deny_uring(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]),
+				   .filter = f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+		perror("seccomp");
+		exit(1);
 	}
 }
 
@@ -194,6 +260,8 @@ static int serve(const char *addr, int workers, const char *mode)
 
 	if (workers < 1 || workers > 16)
 		return 2;
+	if (!strcmp(mode, "block-nouring"))
+		deny_uring();
 	l = listen_on(addr, &a);
 	if (l < 0)
 		return -l;
@@ -204,7 +272,7 @@ static int serve(const char *addr, int workers, const char *mode)
 			signal(SIGTERM, SIG_DFL);
 			if (!strcmp(mode, "epoll"))
 				worker_epoll(l);
-			worker_block(l);
+			worker_block(l, !strcmp(mode, "block"));
 		}
 	}
 	printf("ready %u\n", ntohs(a.sin_port));
@@ -262,6 +330,10 @@ static int forkserve(const char *addr, const char *mode, const char *self)
 				continue;
 			perror("accept");
 			return 1;
+		}
+		if (!still_blocking(l)) {
+			close(c);
+			continue;
 		}
 		pid = fork();
 		if (pid == 0) {
@@ -408,7 +480,7 @@ int main(int argc, char **argv)
 	if (argc == 6 && !strcmp(argv[1], "get"))
 		return get(argv[2], atoi(argv[3]), atoi(argv[4]),
 			   (uint32_t)strtoul(argv[5], NULL, 0));
-	fprintf(stderr, "usage: prefork serve ADDR WORKERS block|epoll\n"
+	fprintf(stderr, "usage: prefork serve ADDR WORKERS block|epoll|block-nouring\n"
 			"       prefork forkserve ADDR close|keep|exec\n"
 			"       prefork handle\n"
 			"       prefork forkget ADDR PORT SIZE\n"

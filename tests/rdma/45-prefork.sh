@@ -3,7 +3,9 @@
 # the master never does.  tests/progs/prefork (C: 1, 2 and 4 workers, a
 # blocking accept loop and nginx's epoll shape) and tests/rdma/lib/prefork.py
 # (Python, gunicorn's sync shape: 2 and 4 workers) serve 6 concurrent
-# clients each, 256 KiB checked by FNV-1a per client:
+# clients each, 256 KiB checked by FNV-1a per client (a blocking worker also
+# checks after each accept that the listener's shared file is still
+# blocking, as the kernel has it: the shim never sets O_NONBLOCK on it):
 #   - kernel TCP (no shim anywhere): the reference transcript;
 #   - both ends shimmed, the client with ERDMA_SHIM=require: every client
 #     served over RDMA (the worker that waits first holds the port's RDMA
@@ -29,6 +31,15 @@ done
 for w in 2 4; do
 	one "py-$w" python3 "$PY" "$IP0" "$w"
 done
+# Without io_uring (a container's default seccomp profile refuses it) the
+# worker holding the RDMA listener can't wait on both queues without the
+# listener's file made non-blocking underneath (README): the same clients
+# must still all be served, and the server log must say why.
+one c-2-nouring "$P" serve "$IP0" 2 block-nouring
+if ! grep -q 'no io_uring (Operation not permitted)' "$WORK/c-2-nouring-s.srv"; then
+	echo "FAIL c-2-nouring: the shimmed server never took the no-io_uring fallback"
+	fails=$((fails + 1))
+fi
 # Unmodified nginx, master + 2 workers (epoll, EPOLLEXCLUSIVE accept, no
 # accept mutex), serving an 8 MiB file with sendfile to 6 concurrent curl
 # clients: shimmed curl (require) over RDMA, plain curl over TCP, the same

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One kernel accept that waits without making the listener non-blocking.
+ *
+ * A listener whose RDMA door is open waits on two queues: the kernel's and
+ * the door's (socket.c).  That needs a kernel accept that can be abandoned
+ * when the door's queue wins.  O_NONBLOCK would do, but it is a flag of the
+ * open file, which a prefork master shares with its workers and an exec'd
+ * image inherits: set by the shim, another process's blocking accept would
+ * get EAGAIN.  An io_uring accept is non-blocking per request instead: the
+ * kernel tries it without blocking whatever the file's flag, then arms it
+ * on the listener's wait queue, and it can be cancelled.  The thread polls
+ * the ring's fd (readable when the accept completed) beside the door.
+ *
+ * One small ring per wait, made when the wait begins and gone when it
+ * ends: a wait is for a client, so its set-up (a system call and two
+ * mappings, tens of µs) does not count, and nothing is kept per thread or
+ * per process (a fork child has no ring of its parent's to forget; its
+ * mappings are not even copied: MADV_DONTFORK).
+ */
+#include "shim.h"
+
+#include <linux/io_uring.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#define ACCEPT_TAG 1
+#define CANCEL_TAG 2
+
+static void *ring_map(int fd, size_t len, off_t off)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, fd, off);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	madvise(p, len, MADV_DONTFORK);
+	return p;
+}
+
+void shim_uring_close(struct shim_uring *u)
+{
+	if (u->sqes)
+		munmap(u->sqes, u->sqes_len);
+	if (u->ring)
+		munmap(u->ring, u->ring_len);
+	if (u->fd >= 0)
+		REAL(close)(u->fd);
+	u->fd = -1;
+	u->ring = u->sqes = NULL;
+}
+
+/* 0, or -errno: ENOSYS (no io_uring), EPERM (a seccomp filter, as in
+ * container runtimes' default profiles), ENOMEM. */
+int shim_uring_open(struct shim_uring *u)
+{
+	struct io_uring_params p;
+	size_t sq_len, cq_len;
+	char *r;
+
+	memset(u, 0, sizeof(*u));
+	memset(&p, 0, sizeof(p));
+	u->fd = (int)syscall(__NR_io_uring_setup, 2, &p);
+	if (u->fd < 0)
+		return -errno;
+	/* Kernels since 5.4 map both rings at once; older ones are refused
+	 * (the caller then falls back). */
+	sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+	cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+	u->ring_len = sq_len > cq_len ? sq_len : cq_len;
+	u->sqes_len = p.sq_entries * sizeof(struct io_uring_sqe);
+	if (!(p.features & IORING_FEAT_SINGLE_MMAP) ||
+	    !(u->ring = ring_map(u->fd, u->ring_len, IORING_OFF_SQ_RING)) ||
+	    !(u->sqes = ring_map(u->fd, u->sqes_len, IORING_OFF_SQES))) {
+		int e = p.features & IORING_FEAT_SINGLE_MMAP ? ENOMEM : ENOSYS;
+
+		shim_uring_close(u);
+		return -e;
+	}
+	r = u->ring;
+	u->sq_tail = (unsigned *)(r + p.sq_off.tail);
+	u->sq_mask = *(unsigned *)(r + p.sq_off.ring_mask);
+	u->sq_array = (unsigned *)(r + p.sq_off.array);
+	u->cq_head = (unsigned *)(r + p.cq_off.head);
+	u->cq_tail = (unsigned *)(r + p.cq_off.tail);
+	u->cq_mask = *(unsigned *)(r + p.cq_off.ring_mask);
+	u->cqes = (struct io_uring_cqe *)(r + p.cq_off.cqes);
+	return 0;
+}
+
+static int ring_enter(struct shim_uring *u, unsigned submit, unsigned wait)
+{
+	for (;;) {
+		long r = syscall(__NR_io_uring_enter, u->fd, submit, wait,
+				 wait ? IORING_ENTER_GETEVENTS : 0, NULL, 0);
+
+		if (r >= 0)
+			return 0;
+		/* calls here either submit or wait: EINTR is the wait's */
+		if (errno != EINTR || !wait)
+			return -errno;
+	}
+}
+
+static int ring_submit(struct shim_uring *u, const struct io_uring_sqe *sqe)
+{
+	unsigned tail = *u->sq_tail, i = tail & u->sq_mask;
+
+	memcpy((char *)u->sqes + i * sizeof(*sqe), sqe, sizeof(*sqe));
+	u->sq_array[i] = i;
+	__atomic_store_n(u->sq_tail, tail + 1, __ATOMIC_RELEASE);
+	return ring_enter(u, 1, 0);
+}
+
+/* Arm accept4(fd, addr, len, flags); the kernel writes addr and *len when
+ * it completes, so they must outlive shim_uring_done/cancel. */
+int shim_uring_accept(struct shim_uring *u, int fd, struct sockaddr *addr,
+		      socklen_t *len, int flags)
+{
+	struct io_uring_sqe sqe;
+	int r;
+
+	memset(&sqe, 0, sizeof(sqe));
+	sqe.opcode = IORING_OP_ACCEPT;
+	sqe.fd = fd;
+	sqe.addr = (uintptr_t)addr;
+	sqe.addr2 = (uintptr_t)len;
+	sqe.accept_flags = (unsigned)flags;
+	sqe.user_data = ACCEPT_TAG;
+	r = ring_submit(u, &sqe);
+	u->armed = r == 0;
+	return r;
+}
+
+/* The accept's completion, if it came: true and its result (a new fd or
+ * -errno) in *res. */
+bool shim_uring_done(struct shim_uring *u, int *res)
+{
+	unsigned head = *u->cq_head;
+	unsigned tail = __atomic_load_n(u->cq_tail, __ATOMIC_ACQUIRE);
+	bool got = false;
+
+	for (; head != tail; head++) {
+		const struct io_uring_cqe *c = &u->cqes[head & u->cq_mask];
+
+		if (c->user_data == ACCEPT_TAG) {
+			*res = c->res;
+			got = true;
+		}
+	}
+	__atomic_store_n(u->cq_head, head, __ATOMIC_RELEASE);
+	if (got)
+		u->armed = false;
+	return got;
+}
+
+/* Withdraw the accept: its result, -ECANCELED if it had not completed (a
+ * connection it took in the meantime is the caller's to hand out). */
+int shim_uring_cancel(struct shim_uring *u)
+{
+	struct io_uring_sqe sqe;
+	int res = -ECANCELED;
+
+	if (!u->armed || shim_uring_done(u, &res))
+		return res;
+	memset(&sqe, 0, sizeof(sqe));
+	sqe.opcode = IORING_OP_ASYNC_CANCEL;
+	sqe.fd = -1;
+	sqe.addr = ACCEPT_TAG;
+	sqe.user_data = CANCEL_TAG;
+	if (ring_submit(u, &sqe) < 0) {
+		/* no room to say it: closing the ring cancels it (and the
+		 * result, if one raced in, is lost with its connection) */
+		u->armed = false;
+		return -ECANCELED;
+	}
+	while (!shim_uring_done(u, &res))
+		if (ring_enter(u, 0, 1) < 0)
+			break;
+	u->armed = false;
+	return res;
+}
