@@ -2,7 +2,8 @@
 # runner-timeout: 480
 # Unmodified Python grpcio (Debian's python3-grpcio) over RDMA by LD_PRELOAD
 # alone: unary, client/server streaming and bidi RPCs, 1 B..64 MiB messages,
-# 8 channels in parallel, every payload checked by sha256.  Each scenario is
+# 8 channels in parallel, every payload checked by sha256; and multiprocessing
+# pools forked from both gRPC processes while their channels are live.  Each scenario is
 # run over kernel TCP and under the shim (ERDMA_SHIM=require on both ends: a
 # connection that can't be RDMA fails the run), and the transcripts must be
 # identical.  The server's QPs are read from `rdma res` while the client
@@ -65,4 +66,9 @@ both epoll1-ipv4 0 '[::]:0' 'ipv4:'"$IP0"':PORT' --channels 8 --max-mib 64
 # the poll engine, an ipv6: target with a v4-mapped address, a plain host:port
 both poll-ipv6mapped 0 '[::]:0' 'ipv6:[::ffff:'"$IP0"']:PORT' --channels 2 --max-mib 4 -- GRPC_POLL_STRATEGY=poll
 both plain-hostport 0 "$IP0:0" "$IP0:PORT" --channels 2 --max-mib 4
-echo "RESULT: python grpcio over RDMA: 3 scenarios identical to kernel TCP"
+# multiprocessing pools forked from both gRPC processes while their RDMA
+# channels are live (issue 14): the server's handlers fork a Pool(2) per
+# call, first and last on each channel; the client's main thread forks one
+# while its channel threads run (a data loader's shape)
+both pool-fork 0 '[::]:0' 'ipv4:'"$IP0"':PORT' --channels 4 --max-mib 4 --pool
+echo "RESULT: python grpcio over RDMA: 4 scenarios identical to kernel TCP (one forking multiprocessing pools in both processes)"

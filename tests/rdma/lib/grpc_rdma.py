@@ -13,12 +13,18 @@
       --max-mib N    largest message, MiB (default 64)
       --quit         ask the server to exit afterwards
       --hold FILE    when done, keep the channels open until FILE exists
+      --pool         fork multiprocessing pools while the channels are live:
+                     each channel first and last calls Pool, whose handler
+                     forks a Pool(2) in the server to hash the request, and
+                     the client's main thread forks a Pool(2) of its own
+                     while the channels' threads run (a data loader's shape)
 
 Every payload is checked by sha256 on the receiving side and echoed back
 checked again; stdout is deterministic (no ports, times, pids), so a run
 over kernel TCP and a run over RDMA must print the same lines.
 """
 import hashlib
+import multiprocessing
 import os
 import random
 import sys
@@ -42,6 +48,17 @@ def sha(b):
 
 def payload(seed, size):
     return random.Random(seed).randbytes(size)
+
+
+def quarters(b):
+    q = (len(b) + 3) // 4
+    return [b[i:i + q] for i in range(0, len(b), q)]
+
+
+def pool_hash(b):
+    """sha of each quarter of b, hashed in a freshly forked Pool(2)."""
+    with multiprocessing.get_context("fork").Pool(2) as p:
+        return ",".join(p.map(sha, quarters(b))).encode()
 
 
 class Stats:
@@ -84,6 +101,10 @@ def serve(bind):
             stats.add("bidi", len(m))
             yield m
 
+    def pool(req, ctx):
+        stats.add("pool", len(req))
+        return pool_hash(req)
+
     def quit_(req, ctx):
         done.set()
         return b"bye"
@@ -93,6 +114,7 @@ def serve(bind):
         "ClientStream": grpc.stream_unary_rpc_method_handler(client_stream, ident, ident),
         "ServerStream": grpc.unary_stream_rpc_method_handler(server_stream, ident, ident),
         "Bidi": grpc.stream_stream_rpc_method_handler(bidi, ident, ident),
+        "Pool": grpc.unary_unary_rpc_method_handler(pool, ident, ident),
         "Quit": grpc.unary_unary_rpc_method_handler(quit_, ident, ident),
     }
     opts = [("grpc.max_receive_message_length", 80 * MIB),
@@ -119,7 +141,14 @@ def sizes(max_mib):
     return s
 
 
-def channel_work(target, ci, max_mib, results):
+def pool_calls(ch, ci, k):
+    call = ch.unary_unary(f"/{SVC}/Pool")
+    p = payload(ci * 5 + k, 262144 + ci)
+    want = ",".join(sha(q) for q in quarters(p)).encode()
+    return f"pool #{k}: {'ok' if call(p, timeout=120) == want else 'MISMATCH'}"
+
+
+def channel_work(target, ci, max_mib, results, pool=False):
     opts = [("grpc.max_receive_message_length", 80 * MIB),
             ("grpc.max_send_message_length", 80 * MIB)]
     ch = grpc.insecure_channel(target, options=opts)
@@ -128,7 +157,7 @@ def channel_work(target, ci, max_mib, results):
     cstream = ch.stream_unary(f"/{SVC}/ClientStream")
     sstream = ch.unary_stream(f"/{SVC}/ServerStream")
     bidi = ch.stream_stream(f"/{SVC}/Bidi")
-    out = []
+    out = [pool_calls(ch, ci, 0)] if pool else []
     # unary: every size on channel 0, small and mid sizes on the others
     for n in sizes(max_mib) if ci == 0 else sizes(1):
         p = payload(1000 * ci + n, n)
@@ -147,31 +176,39 @@ def channel_work(target, ci, max_mib, results):
     sent = [payload(ci * 13 + i, 1 + (i * 7919) % 200000) for i in range(64)]
     back = list(bidi(iter(sent), timeout=300))
     out.append(f"bidi 64 msgs: {'ok' if back == sent else 'MISMATCH'}")
+    if pool:
+        out.append(pool_calls(ch, ci, 1))
     results[ci] = (ch, out)
 
 
-def client(targets, channels, max_mib, quit_, hold):
+def client(targets, channels, max_mib, quit_, hold, pool=False):
     rc = 0
     for ti, target in enumerate(targets.split(",")):
         if ti:
             print(f"-- next server (#{ti})")
-        rc |= client1(target, channels, max_mib, quit_, hold if ti == len(targets.split(",")) - 1 else None)
+        rc |= client1(target, channels, max_mib, quit_, hold if ti == len(targets.split(",")) - 1 else None, pool)
     return rc
 
 
-def client1(target, channels, max_mib, quit_, hold):
+def client1(target, channels, max_mib, quit_, hold, pool=False):
     results = {}
     errors = []
 
     def run(ci):
         try:
-            channel_work(target, ci, max_mib, results)
+            channel_work(target, ci, max_mib, results, pool)
         except Exception as e:  # reported, and the exit code says so
             errors.append(f"channel {ci}: {type(e).__name__}: {e}")
 
     ts = [threading.Thread(target=run, args=(i,)) for i in range(channels)]
     for t in ts:
         t.start()
+    if pool:
+        # the client's own pool, forked while its channels' threads run
+        data = payload(4242, 1 << 20)
+        ok = pool_hash(data) == ",".join(sha(q) for q in quarters(data)).encode()
+        print(f"client pool: {'ok' if ok else 'MISMATCH'}")
+        errors += [] if ok else ["client pool: MISMATCH"]
     for t in ts:
         t.join()
     bad = 0
@@ -204,7 +241,7 @@ def main():
     if sys.argv[1] == "server":
         return serve(sys.argv[2])
     args = sys.argv[3:]
-    channels, max_mib, quit_, hold = 8, 64, False, None
+    channels, max_mib, quit_, hold, pool = 8, 64, False, None, False
     i = 0
     while i < len(args):
         a = args[i]
@@ -214,10 +251,12 @@ def main():
             max_mib = int(args[i + 1]); i += 1
         elif a == "--quit":
             quit_ = True
+        elif a == "--pool":
+            pool = True
         elif a == "--hold":
             hold = args[i + 1]; i += 1
         i += 1
-    return client(sys.argv[2], channels, max_mib, quit_, hold)
+    return client(sys.argv[2], channels, max_mib, quit_, hold, pool)
 
 
 if __name__ == "__main__":
