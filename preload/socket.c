@@ -534,12 +534,13 @@ static int accept_ring(int fd, struct shim_sock *s, struct shim_uring *u,
 	int r, res;
 
 	for (;;) {
-		r = shim_uring_accept(u, fd, addr, len, flags);
-		if (r < 0)
-			return r;
+		/* a ring that can't take the request: out of memory, as
+		 * far as accept can say */
+		if (shim_uring_accept(u, fd, addr, len, flags) < 0)
+			return -ENOMEM;
 		r = accept_wait(u->fd, s, &deadline);
 		res = shim_uring_cancel(u);
-		if (res != -ECANCELED)
+		if (res != -ECANCELED && res != -EINTR)
 			return tcp_accepted(res);
 		if (r < 0)
 			return r;
@@ -550,20 +551,22 @@ static int accept_ring(int fd, struct shim_sock *s, struct shim_uring *u,
 }
 
 /*
- * No io_uring here (ENOSYS, or a seccomp profile's EPERM): the listener's
- * file runs non-blocking underneath, as it did before the ring, and the
- * shim keeps the program's view.  A process sharing the file (a prefork
- * sibling without the shim, an exec'd image) sees the flag: README.
+ * No io_uring here (ENOSYS: none, or older than 5.12; EPERM: a seccomp
+ * profile): the door's holder makes the listener's file non-blocking
+ * underneath, as before the ring.  Every process sharing the file sees the
+ * flag, so accept, F_GETFL and FIONBIO go by the program's own view
+ * (s->nonblock, kept in every process by socket/fcntl/ioctl), and shimmed
+ * siblings keep blocking; a process without the shim sees it (README).
  */
-static void force_nonblock(int fd, struct shim_sock *s, int fl, int why)
+static void force_nonblock(int fd, struct shim_sock *s, int why)
 {
 	static bool said;
+	int fl = REAL(fcntl)(fd, F_GETFL);
 
-	if (__atomic_exchange_n(&s->nb_forced, true, __ATOMIC_SEQ_CST))
-		return;
-	s->nonblock = (fl & O_NONBLOCK) != 0;
-	REAL(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
-	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		REAL(fcntl)(fd, F_SETFL, fl | O_NONBLOCK);
+	__atomic_store_n(&s->nb_forced, true, __ATOMIC_RELEASE);
+	if (why && !__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
 		shim_info("no io_uring (%s): a listener with an RDMA door "
 			  "runs non-blocking underneath (fd %d)",
 			  strerror(why), fd);
@@ -600,13 +603,15 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 			shim_uring_close(&u);
 			return r;
 		}
-		force_nonblock(fd, s, fl, -r);
+		if (r != -ENOSYS && r != -EPERM)
+			return r; /* EMFILE, ENOMEM: accept's own errors */
+		force_nonblock(fd, s, -r);
 	}
 	for (;;) {
 		r = REAL(accept4)(fd, addr, len, flags);
 		if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
 			return tcp_accepted(r < 0 ? -errno : r);
-		if (!s->nb_forced || s->nonblock)
+		if (s->nonblock)
 			return -EAGAIN; /* the program's non-blocking file */
 		r = accept_wait(fd, s, &deadline);
 		if (r < 0)
@@ -614,6 +619,9 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 		r = door_take(s, addr, len, flags);
 		if (r != -EAGAIN)
 			return r;
+		/* a process without the shim cleared the flag meanwhile */
+		if (__atomic_load_n(&s->nb_forced, __ATOMIC_ACQUIRE))
+			force_nonblock(fd, s, 0);
 	}
 }
 

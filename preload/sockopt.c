@@ -141,10 +141,11 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 }
 
 /*
- * O_NONBLOCK is the program's view: an RDMA sock keeps it in s->nonblock
- * (the rsocket itself always runs non-blocking).  A listener's file keeps
- * the program's flag, except without io_uring, where it runs non-blocking
- * underneath (socket.c, force_nonblock); F_GETFL shows what the program set.
+ * O_NONBLOCK is the program's view, kept in s->nonblock: an RDMA sock's
+ * rsocket always runs non-blocking.  A listener's file keeps the program's
+ * flag, except without io_uring, where the door's holder (in any process
+ * sharing the file) makes it non-blocking underneath (socket.c,
+ * force_nonblock): F_GETFL on a listener shows what this process set.
  */
 static bool forced(const struct shim_sock *s)
 {
@@ -165,7 +166,7 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 		return r;
 	}
 	r = REAL(fcntl)(fd, cmd, arg);
-	if (cmd == F_GETFL && r >= 0 && forced(s))
+	if (cmd == F_GETFL && r >= 0 && s->kind == SHIM_SK_LISTEN)
 		r = (r & ~O_NONBLOCK) | (s->nonblock ? O_NONBLOCK : 0);
 	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0) {
 		shim_sock_get(s);

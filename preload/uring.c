@@ -25,6 +25,9 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#define NEEDED                                                                 \
+	(IORING_FEAT_SINGLE_MMAP | IORING_FEAT_FAST_POLL |                     \
+	 IORING_FEAT_NATIVE_WORKERS)
 #define ACCEPT_TAG 1
 #define CANCEL_TAG 2
 
@@ -51,8 +54,9 @@ void shim_uring_close(struct shim_uring *u)
 	u->ring = u->sqes = NULL;
 }
 
-/* 0, or -errno: ENOSYS (no io_uring), EPERM (a seccomp filter, as in
- * container runtimes' default profiles), ENOMEM. */
+/* 0, or -errno: ENOSYS (no io_uring, or a kernel before 5.12), EPERM (a
+ * seccomp filter, as in container runtimes' default profiles), EMFILE,
+ * ENOMEM. */
 int shim_uring_open(struct shim_uring *u)
 {
 	struct io_uring_params p;
@@ -64,16 +68,17 @@ int shim_uring_open(struct shim_uring *u)
 	u->fd = (int)syscall(__NR_io_uring_setup, 2, &p);
 	if (u->fd < 0)
 		return -errno;
-	/* Kernels since 5.4 map both rings at once; older ones are refused
-	 * (the caller then falls back). */
+	/* Accept and cancel came in 5.5, armed on the socket's wait queue
+	 * (not a worker blocked in accept) in 5.7, native workers in 5.12:
+	 * older kernels are refused, and the caller falls back. */
 	sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
 	cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
 	u->ring_len = sq_len > cq_len ? sq_len : cq_len;
 	u->sqes_len = p.sq_entries * sizeof(struct io_uring_sqe);
-	if (!(p.features & IORING_FEAT_SINGLE_MMAP) ||
+	if ((p.features & NEEDED) != NEEDED ||
 	    !(u->ring = ring_map(u->fd, u->ring_len, IORING_OFF_SQ_RING)) ||
 	    !(u->sqes = ring_map(u->fd, u->sqes_len, IORING_OFF_SQES))) {
-		int e = p.features & IORING_FEAT_SINGLE_MMAP ? ENOMEM : ENOSYS;
+		int e = (p.features & NEEDED) == NEEDED ? ENOMEM : ENOSYS;
 
 		shim_uring_close(u);
 		return -e;
@@ -181,3 +186,4 @@ int shim_uring_cancel(struct shim_uring *u)
 	u->armed = false;
 	return res;
 }
+

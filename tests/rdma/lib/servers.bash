@@ -41,6 +41,10 @@ one() {
 		grep -v ' bytes ok$' "$WORK/$tag.rdma" | head -n 8 | sed 's/^/    cli| /'
 		tail -n 6 "$WORK/$tag-s.srv" | sed 's/^/    srv| /'
 		fails=$((fails + 1))
+	elif grep -q '^accept: ' "$WORK/$tag-s.srv"; then
+		# a worker's blocking accept failed (EAGAIN: the shim's doing)
+		echo "FAIL $tag: a server's accept failed: $(grep -m1 '^accept: ' "$WORK/$tag-s.srv")"
+		fails=$((fails + 1))
 	elif [ "$handed" != "${HANDED:-}" ]; then
 		echo "FAIL $tag: $handed of $HANDED RDMA connections handed over at fork (server log)"
 		tail -n 6 "$WORK/$tag-s.srv" | sed 's/^/    srv| /'
