@@ -137,7 +137,7 @@ DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev \
 	libgrpc-dev protobuf-compiler-grpc python3-grpcio iperf3 curl \
 	qemu-system-x86 busybox-static linux-image-amd64 iproute2 kmod cpio \
 	xz-utils gzip valgrind procps gdb clang libclang-rt-14-dev nginx-light \
-	prometheus-node-exporter debhelper dpkg-dev lintian
+	prometheus-node-exporter debhelper dpkg-dev lintian liburing2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 deps:
 	@missing=""; \

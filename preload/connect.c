@@ -172,6 +172,10 @@ static int try_rdma(int fd, struct shim_sock *s,
 		*why = "destination not allowed";
 		return -EACCES;
 	}
+	if (shim_uring_user()) {
+		*why = "liburing is loaded";
+		return -EACCES;
+	}
 	if (!sg_available()) {
 		*why = sg_fork_tainted()
 			   ? "fork child of a process that used RDMA"

@@ -404,6 +404,56 @@ static void start(struct relay *r)
 		}
 }
 
+/*
+ * A path the shim can't follow is about to use fd, RDMA connection s (the
+ * caller holds a reference): stdio on an fdopen'ed stream, splice.  Hand
+ * it over now, as a fork would, so that fd is a kernel socket every path
+ * reaches.  Only when fd is the connection's one fd, in no epoll set, and
+ * no other call is in flight on it (handed is raised first and every user
+ * takes its reference before it looks at handed, so a call that starts
+ * meanwhile either is counted here or waits in shim_first_use_slow and
+ * then goes to the kernel socket); else -EBUSY, and the caller meets the
+ * bare kernel socket as before.
+ */
+int shim_handover_now(int fd, struct shim_sock *s)
+{
+	struct relay *r;
+	int err = -EBUSY;
+
+	pthread_mutex_lock(&handover_mu);
+	if (__atomic_exchange_n(&s->handed, true, __ATOMIC_SEQ_CST)) {
+		pthread_mutex_unlock(&handover_mu); /* not ours to undo */
+		return -EBUSY;
+	}
+	/* state the loopback socket would not carry (shutdowns, a pending
+	 * connect's completion, a reset or error to report) keeps it too */
+	if (s->kind == SHIM_SK_RDMA && shim_fd_get(fd) == s &&
+	    __atomic_load_n(&s->fdrefs, __ATOMIC_SEQ_CST) == 1 &&
+	    !__atomic_load_n(&s->ep_regs, __ATOMIC_SEQ_CST) &&
+	    __atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) == 2 && !s->rd_shut &&
+	    !s->wr_shut && !s->connect_pending &&
+	    !__atomic_load_n(&s->reset, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&s->so_error, __ATOMIC_RELAXED)) {
+		shim_sock_used(s); /* no fork will take it now */
+		err = hand_over(fd, s);
+	}
+	if (err) {
+		__atomic_store_n(&s->handed, false, __ATOMIC_SEQ_CST);
+		pthread_mutex_unlock(&handover_mu);
+		return err;
+	}
+	r = pending;
+	pending = r->next;
+	r->next_live = live;
+	r->prev_live = &live;
+	if (live)
+		live->prev_live = &r->next_live;
+	live = r;
+	pthread_mutex_unlock(&handover_mu);
+	start(r);
+	return 0;
+}
+
 /* After the fork, in the forking process (also when fork failed): the
  * relays start. */
 void shim_handover_parent(void)

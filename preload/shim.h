@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +66,8 @@ void shim_fork_init(void); /* fork.c: the fork-child handler */
 void shim_handover_prepare(void);
 void shim_handover_parent(void);
 void shim_handover_fork_child(void);
+struct shim_sock;
+int shim_handover_now(int fd, struct shim_sock *s);
 
 /* Pointers into page zero (NULL included) are never mapped on Linux
  * (vm.mmap_min_addr >= 4096): where the shim itself would touch a buffer
@@ -150,6 +153,7 @@ int shim_uring_accept(struct shim_uring *u, int fd, struct sockaddr *addr,
 		      socklen_t *len, int flags);
 bool shim_uring_done(struct shim_uring *u, int *res);
 int shim_uring_cancel(struct shim_uring *u);
+bool shim_uring_user(void); /* liburing loaded: keep to TCP */
 
 static inline int64_t shim_now_ms(void)
 {

@@ -69,10 +69,14 @@ struct shim_sock *shim_sock_ref(int fd)
 	 * with the kernel; the reference keeps the object valid for us. */
 	if (!s || shim_sock_is_sentinel(s))
 		return NULL;
-	/* handed over at a fork: the fd is a kernel socket now */
-	if (s->kind == SHIM_SK_RDMA && !shim_sock_usable(s))
-		return NULL;
+	/* The reference before the handover check: a handover raises
+	 * handed, then counts the references (handover.c), so one of the
+	 * two sees the other. */
 	shim_sock_get(s);
+	if (s->kind == SHIM_SK_RDMA && !shim_sock_usable(s)) {
+		shim_sock_put(s); /* handed over: the fd is a kernel socket */
+		return NULL;
+	}
 	return s;
 }
 

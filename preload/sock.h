@@ -96,7 +96,9 @@ extern int shim_live_listeners;
 struct shim_sock *shim_sock_new(int kind, int family);
 static inline void shim_sock_get(struct shim_sock *s)
 {
-	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+	/* seq_cst: a handover's store of handed and its load of refs pair
+	 * with a caller's increment here and its load of handed after */
+	__atomic_add_fetch(&s->refs, 1, __ATOMIC_SEQ_CST);
 }
 /* RDMA connections not used yet (handover.c): 0 keeps fork cheap. */
 extern int shim_fresh_conns;

@@ -194,6 +194,8 @@ static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
 		return -EACCES;
 	if (!sg_available())
 		return -ENODEV;
+	if (shim_uring_user())
+		return -EPROTONOSUPPORT; /* io_uring I/O: uring.c */
 	shim_addr_set_port((struct sockaddr *)laddr, shim_rdma_port(port));
 	return 0;
 }
@@ -690,8 +692,12 @@ SHIM_EXPORT int shutdown(int fd, int how)
 		errno = EINVAL;
 		return -1;
 	}
-	if (!shim_sock_usable(s)) /* handed over at a fork meanwhile */
+	/* a reference first, then the handover check (handover.c) */
+	shim_sock_get(s);
+	if (!shim_sock_usable(s)) { /* handed over meanwhile */
+		shim_sock_put(s);
 		return REAL(shutdown)(fd, how);
+	}
 	/* SHUT_RD tells the peer nothing in TCP, and the kernel still reads
 	 * out what is queued (io.c): rsockets' own SHUT_RD would hide it, so
 	 * it stays ours.  SHUT_RDWR is the peer's FIN plus that. */
@@ -700,6 +706,7 @@ SHIM_EXPORT int shutdown(int fd, int how)
 		s->rd_shut |= how != SHUT_WR;
 		s->wr_shut |= how != SHUT_RD;
 	}
+	shim_sock_put(s);
 	return (int)shim_ret(r);
 }
 

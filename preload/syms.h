@@ -64,6 +64,10 @@
 	X(__recvfrom_chk)                                                      \
 	X(__poll_chk)                                                          \
 	X(__ppoll_chk)                                                         \
-	X(pthread_cancel)
+	X(pthread_cancel)                                                      \
+	X(syscall)                                                             \
+	X(fdopen)                                                              \
+	X(fclose)                                                              \
+	X(splice)
 
 #endif

@@ -19,7 +19,9 @@
  * mappings are not even copied: MADV_DONTFORK).
  */
 #include "shim.h"
+#include "log.h"
 
+#include <dlfcn.h>
 #include <linux/io_uring.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -187,3 +189,32 @@ int shim_uring_cancel(struct shim_uring *u)
 	return res;
 }
 
+/*
+ * Does this process use io_uring?  Its socket I/O goes to the kernel socket
+ * directly, which for an RDMA connection is a bare one (ENOTCONN).  The
+ * system calls can't be seen, but the library most programs make them with
+ * can: while liburing is loaded, connections stay on TCP (connect.c; and
+ * listeners open no RDMA door, socket.c).  A program that makes its own
+ * io_uring system calls is not detected (README).
+ */
+bool shim_uring_user(void)
+{
+	static const char *const libs[] = {"liburing.so.2", "liburing-ffi.so.2",
+					   "liburing.so.1"};
+	static bool said;
+
+	for (size_t i = 0; i < ARRAY_SIZE(libs); i++) {
+		void *h = dlopen(libs[i], RTLD_LAZY | RTLD_NOLOAD);
+
+		if (!h)
+			continue;
+		dlclose(h);
+		if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+			shim_info("%s is loaded: this process's connections "
+				  "stay on TCP (io_uring's socket I/O can't "
+				  "reach an RDMA connection)",
+				  libs[i]);
+		return true;
+	}
+	return false;
+}

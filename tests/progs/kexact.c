@@ -701,6 +701,174 @@ static void case_epdup(void)
 	unpair(&p);
 }
 
+/* ---- ways around the socket API -------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static void pattern(unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)((i * 131 + seed) >> 3);
+}
+
+/* libc's syscall() with the socket calls' numbers. */
+static void case_syscall(void)
+{
+	char buf[16], n[24];
+	struct iovec v = { .iov_base = buf, .iov_len = sizeof(buf) };
+	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
+	struct pair p;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	r = syscall(SYS_write, p.c, "hello", 5);
+	say("syscall(SYS_write, 5 bytes) -> %s", rstr(r, n, sizeof(n)));
+	wait_readable(p.s);
+	r = syscall(SYS_read, p.s, buf, sizeof(buf));
+	say("syscall(SYS_read) -> %s \"%.*s\"", rstr(r, n, sizeof(n)),
+	    r > 0 ? (int)r : 0, buf);
+	r = syscall(SYS_sendto, p.s, "pong", 4, 0, NULL, 0);
+	say("syscall(SYS_sendto, 4 bytes) -> %s", rstr(r, n, sizeof(n)));
+	wait_readable(p.c);
+	r = syscall(SYS_recvmsg, p.c, &m, 0);
+	say("syscall(SYS_recvmsg) -> %s \"%.*s\"", rstr(r, n, sizeof(n)),
+	    r > 0 ? (int)r : 0, buf);
+	r = syscall(SYS_shutdown, p.c, SHUT_WR);
+	say("syscall(SYS_shutdown, SHUT_WR) -> %s", rstr(r, n, sizeof(n)));
+	r = syscall(SYS_recvfrom, p.s, buf, sizeof(buf), 0, NULL, NULL);
+	say("syscall(SYS_recvfrom) after the peer's shutdown -> %s",
+	    rstr(r, n, sizeof(n)));
+	say("syscall(SYS_getpid) is getpid() -> %s",
+	    syscall(SYS_getpid) == getpid() ? "yes" : "no");
+	r = syscall(SYS_close, p.c);
+	say("syscall(SYS_close) -> %s", rstr(r, n, sizeof(n)));
+	r = recv(p.s, buf, sizeof(buf), 0);
+	say("the peer's recv after it -> %s", rstr(r, n, sizeof(n)));
+	p.c = -1;
+	unpair(&p);
+}
+
+/* stdio on fdopen'ed connected sockets, both ends: 200 lines each way. */
+static void case_fdopen(void)
+{
+	char line[64], n[24];
+	uint64_t hw = 14695981039346656037ULL, hr = hw;
+	struct pair p;
+	FILE *fc, *fs;
+	int got = 0;
+
+	if (mkpair(&p))
+		return;
+	fc = fdopen(p.c, "r+");
+	fs = fdopen(p.s, "r+");
+	if (!fc || !fs) {
+		say("fdopen -> %s", en(errno));
+		unpair(&p);
+		return;
+	}
+	say("fileno of the streams is their fds -> %s",
+	    fileno(fc) == p.c && fileno(fs) == p.s ? "yes" : "no");
+	for (int i = 0; i < 200; i++) {
+		snprintf(line, sizeof(line), "line %d of the client\n", i);
+		hw = fnv(hw, line, strlen(line));
+		fputs(line, fc);
+	}
+	fflush(fc);
+	say("shutdown(SHUT_WR) of the client's fd -> %s",
+	    shutdown(p.c, SHUT_WR) ? en(errno) : "ok");
+	while (fgets(line, sizeof(line), fs)) {
+		hr = fnv(hr, line, strlen(line));
+		got++;
+	}
+	say("server's fgets: %d lines, %s, then %s", got,
+	    hr == hw ? "same bytes" : "DIFFERENT bytes",
+	    feof(fs) ? "EOF" : en(errno));
+	fprintf(fs, "%d lines\n", got);
+	fflush(fs);
+	if (fgets(line, sizeof(line), fc))
+		say("client's fgets -> \"%.*s\"", (int)strcspn(line, "\n"),
+		    line);
+	else
+		say("client's fgets -> nothing (%s)", en(errno));
+	say("fclose both -> %s",
+	    fclose(fc) == 0 && fclose(fs) == 0 ? "ok" : en(errno));
+	(void)n;
+}
+
+/* splice: socket -> pipe and pipe -> socket, 1 MiB each way. */
+static void case_splice(void)
+{
+	enum { SZ = 1 << 20 };
+	static unsigned char out[SZ], in[SZ];
+	char n[24];
+	size_t done = 0, back = 0;
+	struct pair p;
+	int pp[2];
+	long r = 0;
+
+	if (mkpair(&p) || pipe(pp) < 0)
+		return;
+	pattern(out, SZ, 7);
+	/* client -> server socket -> pipe -> buffer */
+	while (done < SZ) {
+		size_t w = SZ - done < 65536 ? SZ - done : 65536;
+
+		if (send(p.c, out + done, w, 0) != (ssize_t)w)
+			break;
+		for (size_t moved = 0; moved < w; moved += (size_t)r) {
+			r = splice(p.s, NULL, pp[1], NULL, w - moved, 0);
+			if (r <= 0)
+				break;
+			if (read(pp[0], in + done + moved, (size_t)r) != r)
+				break;
+		}
+		if (r <= 0)
+			break;
+		done += w;
+	}
+	say("socket -> pipe: %zu of %d bytes, %s (last splice %s)", done, SZ,
+	    done == SZ && !memcmp(in, out, SZ) ? "same bytes" : "DIFFERENT",
+	    rstr(r, n, sizeof(n)));
+	/* buffer -> pipe -> server socket -> client */
+	pattern(out, SZ, 11);
+	memset(in, 0, SZ);
+	for (done = 0; done < SZ;) {
+		size_t w = SZ - done < 65536 ? SZ - done : 65536;
+
+		if (write(pp[1], out + done, w) != (ssize_t)w)
+			break;
+		for (size_t moved = 0; moved < w; moved += (size_t)r) {
+			r = splice(pp[0], NULL, p.s, NULL, w - moved, 0);
+			if (r <= 0)
+				break;
+		}
+		if (r <= 0)
+			break;
+		done += w;
+		while (back < done) {
+			ssize_t g = recv(p.c, in + back, done - back, 0);
+
+			if (g <= 0)
+				break;
+			back += (size_t)g;
+		}
+	}
+	say("pipe -> socket: %zu of %d bytes, %s (last splice %s)", back, SZ,
+	    back == SZ && !memcmp(in, out, SZ) ? "same bytes" : "DIFFERENT",
+	    rstr(r, n, sizeof(n)));
+	close(pp[0]);
+	close(pp[1]);
+	unpair(&p);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -710,6 +878,8 @@ static const struct {
 	{ "pending", case_pending }, { "restart", case_restart },
 	{ "hup-out", case_hup_out }, { "shut-rd", case_shut_rd },
 	{ "recv0", case_recv0 },     { "timeo", case_timeo },
+	{ "syscall", case_syscall }, { "fdopen", case_fdopen },
+	{ "splice", case_splice },
 };
 
 static void *watchdog(void *arg)

@@ -3,7 +3,7 @@
 # and is proven to have fallen back (no QP in either process, and the shim's
 # own account of why).  Also: ERDMA_SHIM=require refuses instead, and the
 # negative cache makes the next connect to a peer without an RDMA listener
-# skip the rsocket probe.
+# skip the rsocket probe; and a process with liburing loaded stays on TCP.
 . "$(dirname "$0")/lib/common.bash"
 
 # pair NAME SERVER-ENV CLIENT-ENV [client args]: a held 2-connection
@@ -75,4 +75,24 @@ set -e
 grep -q 'connect: Connection refused' "$d/client" || fail "require: $(cat "$d/client")"
 grep -q 'RDMA required but' "$d/client" || fail "require: no warning line"
 echo "PASS ERDMA_SHIM=require -> plain server: connect refused, nothing sent over TCP"
-echo "RESULT: 5 fallback cases behave as specified"
+
+# 6. io_uring (issue 15): a program whose socket bytes move by io_uring
+# (tests/progs/uring_io, self-connected).  With liburing loaded (here by
+# LD_PRELOAD, as a program linked with it would have it) its connections
+# stay on TCP and every byte arrives; a program that makes io_uring's
+# system calls without liburing is not detected: its RDMA connection's
+# kernel socket is bare and the transfer fails at once (README, measured
+# here on every run).
+U=$PROGS/uring_io
+LIBURING=$(ls /usr/lib/*/liburing.so.2 2>/dev/null | head -n 1)
+[ -n "$LIBURING" ] || fail "liburing.so.2 not found (make deps installs liburing2)"
+out=$(env LD_PRELOAD="$LIBURING:$PRELOAD" ERDMA_SHIM_LOG=debug timeout 60 "$U" "$IP0" 2>&1) ||
+	fail "io_uring with liburing loaded: $out"
+grep -q 'liburing.so.2 is loaded' <<<"$out" || fail "io_uring: the shim did not say why: $out"
+grep -q 'TCP (liburing is loaded' <<<"$out" || fail "io_uring: the connect did not stay on TCP: $out"
+echo "PASS io_uring with liburing loaded: TCP, $(grep '^uring:' <<<"$out")"
+if out=$(env LD_PRELOAD="$PRELOAD" timeout 60 "$U" "$IP0" 2>&1); then
+	fail "io_uring without liburing now works over the shim: README's limit is out of date ($out)"
+fi
+echo "KNOWN io_uring without liburing (not detected): $(grep '^uring:' <<<"$out" || echo "$out" | tail -n 1)"
+echo "RESULT: 6 fallback cases behave as specified"

@@ -17,6 +17,10 @@
 #   epdup    a copy of an epoll fd made by fcntl(F_DUPFD) is the same set
 #   lclose   close/shutdown of a listener with connections queued: their
 #            clients see the end at once; nothing is accepted after shutdown
+#   syscall  libc's syscall() with the socket calls' numbers (read, write,
+#            sendto, recvmsg, recvfrom, shutdown, close)
+#   fdopen   stdio (fputs/fgets/fclose) on fdopen'ed sockets, both ends
+#   splice   1 MiB socket -> pipe and pipe -> socket
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
