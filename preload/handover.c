@@ -404,6 +404,16 @@ static void start(struct relay *r)
 		}
 }
 
+/* r joins the running relays (handover_mu held). */
+static void link_live(struct relay *r)
+{
+	r->next_live = live;
+	r->prev_live = &live;
+	if (live)
+		live->prev_live = &r->next_live;
+	live = r;
+}
+
 /*
  * A path the shim can't follow is about to use fd, RDMA connection s (the
  * caller holds a reference): stdio on an fdopen'ed stream, splice.  Hand
@@ -444,11 +454,7 @@ int shim_handover_now(int fd, struct shim_sock *s)
 	}
 	r = pending;
 	pending = r->next;
-	r->next_live = live;
-	r->prev_live = &live;
-	if (live)
-		live->prev_live = &r->next_live;
-	live = r;
+	link_live(r);
 	pthread_mutex_unlock(&handover_mu);
 	start(r);
 	return 0;
@@ -461,13 +467,8 @@ void shim_handover_parent(void)
 	struct relay *go = pending;
 
 	pending = NULL;
-	for (struct relay *r = go; r; r = r->next) {
-		r->next_live = live;
-		r->prev_live = &live;
-		if (live)
-			live->prev_live = &r->next_live;
-		live = r;
-	}
+	for (struct relay *r = go; r; r = r->next)
+		link_live(r);
 	pthread_mutex_unlock(&handover_mu);
 	while (go) {
 		struct relay *r = go;
