@@ -131,7 +131,6 @@ void shim_sleep_fork_child(void);
  * (SA_RESTART, no socket timeout)?  Asked after an internal wait's EINTR. */
 bool shim_eintr_restarts(void);
 
-/* The monotonic clock in milliseconds. */
 /*
  * uring.c: one kernel accept armed on an io_uring, so a wait for either of
  * a listener's queues never makes the shared listener file non-blocking.
@@ -155,6 +154,7 @@ bool shim_uring_done(struct shim_uring *u, int *res);
 int shim_uring_cancel(struct shim_uring *u);
 bool shim_uring_user(void); /* liburing loaded: keep to TCP */
 
+/* The monotonic clock in milliseconds. */
 static inline int64_t shim_now_ms(void)
 {
 	struct timespec ts;

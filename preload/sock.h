@@ -45,9 +45,9 @@ struct shim_sock {
 	int rs;		/* rsocket, -1 if none */
 	int family;	/* the program's socket family */
 	bool nonblock;	/* the program's view of O_NONBLOCK */
-	/* atomic, SHIM_SK_LISTEN: no io_uring, so the file was made
-	 * non-blocking underneath and nonblock is the program's view
-	 * (socket.c, force_nonblock); else the file's flag is the truth */
+	/* atomic, SHIM_SK_LISTEN: no io_uring, so this process made the
+	 * file non-blocking underneath (socket.c, force_nonblock); a
+	 * listener's accept and F_GETFL go by nonblock either way */
 	bool nb_forced;
 	/* atomic: an RDMA connection nothing has used yet (no I/O, poll or
 	 * epoll registration since it was made): a fork hands it over
@@ -134,6 +134,16 @@ void shim_sock_attach(struct shim_sock *s, int kind, int rs);
 
 /* Put s on fd (NULL clears), releasing a stale entry. */
 void shim_fd_install(int fd, struct shim_sock *s);
+/* fd, sock s, is about to be closed (close, fclose): wait out a fork's
+ * handover of its connection (after it, fd names whatever the handover
+ * left there), then forget fd before the real close lets the number be
+ * reused. */
+static inline void shim_fd_forget(int fd, struct shim_sock *s)
+{
+	if (unlikely(s->kind == SHIM_SK_RDMA))
+		(void)shim_sock_usable(s);
+	shim_fd_install(fd, NULL);
+}
 
 /* (socket.c) */
 /* fd -> sock with a reference held; NULL for fds the shim leaves alone. */

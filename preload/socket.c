@@ -764,13 +764,7 @@ SHIM_EXPORT int close(int fd)
 
 	if (likely(!s))
 		return REAL(close)(fd);
-	/* Not while a fork's handover works on it: after, fd names
-	 * whatever the handover left there. */
-	if (unlikely(s->kind == SHIM_SK_RDMA))
-		(void)shim_sock_usable(s);
-	/* Forget fd before the real close: after it the number can be reused.
-	 */
-	shim_fd_install(fd, NULL);
+	shim_fd_forget(fd, s);
 	return REAL(close)(fd);
 }
 

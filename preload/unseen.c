@@ -157,12 +157,12 @@ static __attribute__((noinline)) void unseen(int fd, const char *call)
 
 	if (!s)
 		return;
-	r = s->kind == SHIM_SK_RDMA ? shim_handover_now(fd, s) : 0;
-	if (r == 0 && s->kind == SHIM_SK_RDMA)
+	r = shim_handover_now(fd, s); /* -EBUSY unless an RDMA one */
+	if (r == 0)
 		shim_info("fd %d: %s: the connection runs through a relay "
 			  "from now on (the shim can't follow that call)",
 			  fd, call);
-	else if (r < 0 && !__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+	else if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
 		shim_warn("fd %d: %s can't reach its RDMA connection (%s)", fd,
 			  call,
 			  r == -EBUSY ? "it has another fd, an epoll "
@@ -181,17 +181,14 @@ SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
 }
 
 /* libc closes the fd inside fclose, out of the shim's sight: forget it
- * first, as close() does (after, the number can be reused). */
+ * first, as close() does. */
 SHIM_EXPORT int fclose(FILE *f)
 {
 	int fd = f ? fileno(f) : -1;
 	struct shim_sock *s = fd >= 0 ? shim_fd_get(fd) : NULL;
 
-	if (unlikely(s)) {
-		if (s->kind == SHIM_SK_RDMA)
-			(void)shim_sock_usable(s); /* a handover's end */
-		shim_fd_install(fd, NULL);
-	}
+	if (unlikely(s))
+		shim_fd_forget(fd, s);
 	return REAL(fclose)(f);
 }
 
