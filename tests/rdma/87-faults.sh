@@ -6,7 +6,9 @@
 # each with the survivor as client and as server.  Without the shim (kernel
 # TCP) and with it (ERDMA_SHIM=require on both ends, the survivor's QPs
 # counted before the kill); same bound both ways.  FIGURE: the time from
-# kill to the survivor's return, per case.
+# kill to the survivor's return, per case.  Also (midconnect): a client
+# killed before, during or after its connect leaves a server that ends or
+# serves the next client (under require: over RDMA).
 . "$(dirname "$0")/lib/common.bash"
 R=$PROGS/relia
 LIMIT_MS=2000
@@ -69,8 +71,62 @@ one() {
 	wait "$sv" 2>/dev/null || true
 	[ "$dt" -gt "$LIMIT_MS" ] || echo "PASS: $tag: ${dt} ms: ${line% ms=*}"
 }
+# midconnect MODE: a client SIGKILLed at a random moment of its first
+# 400 ms -- before, during or after its connect (under emulation an RDMA
+# connect takes 50-300 ms) -- must not wedge the server: it ends (served the
+# victim's connection, which fails) or serves the next client, within 25 s,
+# as over kernel TCP.  FIGURE: how many kills came before the victim's
+# connect returned.  (95-soak kills only mid-transfer.)
+midconnect() {
+	local m=$1 pre=() i ms sv a b rs rb early=0 t
+	[ "$m" = shim ] && pre=(env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require)
+	for i in 1 2 3 4 5 6; do
+		t=$WORK/mc.$m.$i
+		bg "$t.s" "${pre[@]}" "$XFER" server "$IP0" 0 --conns 1
+		sv=$BG_PID
+		wait_for "$t.s" '^ready ' 30
+		bg "$t.a" "${pre[@]}" "$XFER" client "$IP0" "$(port_of "$t.s")" --size 64M --timing
+		a=$BG_PID
+		ms=$((RANDOM % 400))
+		sleep "$(awk -v m="$ms" 'BEGIN{printf "%.3f", m/1000}')" # fault timing
+		kill -KILL "$a"
+		wait "$a" 2>/dev/null || true
+		grep -q '^connect 0: ' "$t.a" || early=$((early + 1))
+		bg "$t.b" "${pre[@]}" "$XFER" client "$IP0" "$(port_of "$t.s")" --size 1M
+		b=$BG_PID
+		rs=0 rb=0
+		ended "$sv" 25 || rs=$?
+		ended "$b" 25 || rb=$?
+		echo "midconnect $m $i: killed at ${ms} ms; server exit $rs ($(tail -n 1 "$t.s")); next client exit $rb ($(tail -n 1 "$t.b"))"
+		if [ "$rs" = 124 ] || [ "$rb" = 124 ]; then
+			echo "FAIL: midconnect $m $i: still running 25 s after the kill"
+			bad=$((bad + 1))
+		elif [ "$rs" = 0 ] && [ "$rb" != 0 ]; then
+			echo "FAIL: midconnect $m $i: the server served a client the next one did not see"
+			bad=$((bad + 1))
+		fi
+	done
+	figure "midconnect_${m}_killed_before_connected=$early/6"
+}
+# ended PID SECS: PID's exit status, or 124 when it still ran after SECS
+# (its stacks printed, then SIGKILLed)
+ended() {
+	local i rc=0
+	for ((i = 0; i < $2 * 20; i++)); do
+		if ! kill -0 "$1" 2>/dev/null; then
+			wait "$1" || rc=$?
+			return $rc
+		fi
+		sleep 0.05
+	done
+	stacks "$1"
+	kill -KILL "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+	return 124
+}
 bad=0
 for m in plain shim; do
+	midconnect "$m"
 	for who in client server; do
 		for kind in read write; do
 			one "$m" "$who" "$kind"
@@ -78,4 +134,4 @@ for m in plain shim; do
 	done
 done
 [ "$bad" -eq 0 ] || fail "$bad case(s) hung after the peer's SIGKILL"
-echo "RESULT: a SIGKILLed peer ends blocked recv and send within ${LIMIT_MS} ms, kernel TCP and RDMA"
+echo "RESULT: a SIGKILLed peer ends blocked recv and send within ${LIMIT_MS} ms, and a client killed around its connect wedges no server, kernel TCP and RDMA"

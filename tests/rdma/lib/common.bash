@@ -63,6 +63,22 @@ qps() {
 		grep -cE " pid ($tids) " || true
 }
 
+# stacks PID: every thread's stack of PID and its descendants, for a hang's
+# report (gdb when the machine has it; the kernel's wait channels always).
+stacks() {
+	local p t
+	for p in $(tree "$1"); do
+		echo "--- stacks of $p: $(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-120)"
+		for t in /proc/"$p"/task/*; do
+			echo "  tid ${t##*/} wchan $(cat "$t"/wchan 2>/dev/null)"
+		done
+		command -v gdb >/dev/null &&
+			timeout 60 gdb -nx -batch -p "$p" -ex 'thread apply all bt 12' 2>/dev/null |
+			grep -E '^(Thread|#)' | sed 's/^/  /'
+	done
+	return 0
+}
+
 # port_of LOG: the port a server printed ("ready PORT").
 port_of() { awk '/^ready /{print $2; exit}' "$1"; }
 
