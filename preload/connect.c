@@ -337,6 +337,31 @@ static int connect_slow(int fd, struct shim_sock *s,
 	return -EINPROGRESS;
 }
 
+/* connect with a reference to s held; 0 or -errno. */
+static int connect_held(int fd, struct shim_sock *s,
+			const struct sockaddr *addr, socklen_t len)
+{
+	if (s->kind == SHIM_SK_RDMA) {
+		struct sockaddr_storage ua;
+		/* The kernel checks the address before the socket's state. */
+		int r = copy_user_addr(addr, len, &ua);
+
+		if (!r && len < sizeof(sa_family_t))
+			r = -EINVAL;
+		if (r < 0)
+			return r;
+		/* After EINPROGRESS the kernel answers the next connect with
+		 * 0 (the completion), and EISCONN from then on. */
+		if (__atomic_exchange_n(&s->connect_pending, false,
+					__ATOMIC_RELAXED))
+			return 0;
+		return -EISCONN;
+	}
+	if (s->kind == SHIM_SK_LISTEN)
+		return -EISCONN; /* what Linux says for a listening socket */
+	return connect_slow(fd, s, addr, len);
+}
+
 SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	struct shim_sock *s = shim_fd_get(fd);
@@ -348,29 +373,9 @@ SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 			return shim_stat_kconnect(fd, addr.__sockaddr__, len);
 		return REAL(connect)(fd, addr, len);
 	}
-	if (s->kind == SHIM_SK_RDMA) {
-		struct sockaddr_storage ua;
-
-		/* The kernel checks the address before the socket's state. */
-		r = copy_user_addr(addr.__sockaddr__, len, &ua);
-		if (!r && len < sizeof(sa_family_t))
-			r = -EINVAL;
-		if (r < 0)
-			return (int)shim_ret(r);
-		/* After EINPROGRESS the kernel answers the next connect with
-		 * 0 (the completion), and EISCONN from then on. */
-		if (__atomic_exchange_n(&s->connect_pending, false,
-					__ATOMIC_RELAXED))
-			return 0;
-		errno = EISCONN;
-		return -1;
-	}
-	if (s->kind == SHIM_SK_LISTEN) {
-		errno = EISCONN; /* what Linux says for a listening socket */
-		return -1;
-	}
-	shim_sock_get(s);
-	r = connect_slow(fd, s, addr.__sockaddr__, len);
+	if (unlikely(!shim_sock_tryget(fd, s)))
+		return connect(fd, addr, len); /* a close() came first */
+	r = connect_held(fd, s, addr.__sockaddr__, len);
 	shim_sock_put(s);
 	return (int)shim_ret(r);
 }

@@ -177,7 +177,8 @@ static bool emulated(const struct ep_reg *r)
 
 static void reg_link(struct ep_set *set, struct ep_reg *r)
 {
-	__atomic_add_fetch(&r->s->ep_regs, 1, __ATOMIC_RELAXED);
+	/* seq_cst: pairs with the last close's fdrefs/ep_regs (ctl_slow) */
+	__atomic_add_fetch(&r->s->ep_regs, 1, __ATOMIC_SEQ_CST);
 	if (emulated(r))
 		__atomic_add_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
 	set->nmarked += r->marked;
@@ -276,16 +277,23 @@ static int ensure_wake(struct ep_set *set)
 	return err;
 }
 
-/* Find or make the registry of epfd.  For an epoll fd we did not see made
- * (inherited, or made while passing a library's calls through), adding the
- * wake eventfd validates epfd exactly as the kernel would (EBADF, EINVAL). */
-static int get_set(int epfd, struct ep_set **out)
+/* Find or make the registry of epfd, with a reference to its sock (*held:
+ * a close() of epfd in another thread meanwhile can't free the registry).
+ * For an epoll fd we did not see made (inherited, or made while passing a
+ * library's calls through), adding the wake eventfd validates epfd exactly
+ * as the kernel would (EBADF, EINVAL). */
+static int get_set(int epfd, struct ep_set **out, struct shim_sock **held)
 {
-	struct shim_sock *es = shim_fd_get(epfd);
+	struct shim_sock *es;
 	struct ep_set *set;
 	int err;
 
+again:
+	es = shim_fd_get(epfd);
 	if (es && es->kind == SHIM_SK_EPOLL) {
+		if (!shim_sock_tryget(epfd, es))
+			goto again; /* a close() came first */
+		*held = es;
 		*out = es->epset;
 		return 0;
 	}
@@ -305,8 +313,7 @@ static int get_set(int epfd, struct ep_set **out)
 		shim_epoll_free(set);
 		return err;
 	}
-	*out = set;
-	return 0;
+	goto again; /* now it is found, and held */
 }
 
 /*
@@ -559,6 +566,7 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 		    struct epoll_event *ev)
 {
 	struct ep_set *set = NULL;
+	struct shim_sock *es = NULL;
 	struct ep_reg **pp;
 	int err = 0;
 
@@ -568,7 +576,7 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 		return -EFAULT;
 	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL)
 		return -EINVAL;
-	err = get_set(epfd, &set);
+	err = get_set(epfd, &set, &es);
 	if (!err && op == EPOLL_CTL_MOD && (ev->events & EPOLLEXCLUSIVE))
 		err = -EINVAL; /* as the kernel: EXCLUSIVE is for ADD only */
 	if (!err)
@@ -577,13 +585,21 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 	 * watch its wake eventfd. */
 	if (!err && s->kind == SHIM_SK_EPOLL)
 		err = ensure_wake(s->epset);
-	if (err)
+	if (err) {
+		if (es)
+			shim_sock_put(es);
 		return err;
+	}
 	pthread_mutex_lock(&set->lock);
 	pp = find_reg(set, fd);
-	if (op == EPOLL_CTL_ADD)
+	if (op == EPOLL_CTL_ADD) {
 		err = pp ? -EEXIST : ctl_add(set, fd, s, ev);
-	else if (!pp)
+		/* The fd's last close came meanwhile, and may have looked for
+		 * registrations before this one was linked: it goes now, as
+		 * the kernel's goes with the file (ctl_add linked it first). */
+		if (!err && !__atomic_load_n(&s->fdrefs, __ATOMIC_SEQ_CST))
+			drop_reg(set, &set->regs);
+	} else if (!pp)
 		err = -ENOENT;
 	else if (op == EPOLL_CTL_MOD)
 		err = ctl_mod(set, *pp, ev);
@@ -600,6 +616,7 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 		 fd, ev ? ev->events : 0, err ? strerror(-err) : "ok");
 	if (!err)
 		kick(set);
+	shim_sock_put(es);
 	return err;
 }
 
@@ -1382,12 +1399,16 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 	}
 }
 
+/* A close() of epfd that came first sends the call to what epfd names
+ * after it (tryget fails). */
 #define EPOLL_WAIT_BODY(real_call)                                             \
-	struct shim_sock *es = shim_fd_get(epfd);                              \
+	struct shim_sock *es;                                                  \
 	int r;                                                                 \
-	if (likely(!es || es->kind != SHIM_SK_EPOLL || shim_in_lib()))         \
-		return real_call;                                              \
-	shim_sock_get(es);                                                     \
+	do {                                                                   \
+		es = shim_fd_get(epfd);                                        \
+		if (likely(!es || es->kind != SHIM_SK_EPOLL || shim_in_lib())) \
+			return real_call;                                      \
+	} while (unlikely(!shim_sock_tryget(epfd, es)));                       \
 	r = wait_slow(es, evs, max, timeout, sigmask);                         \
 	shim_sock_put(es);                                                     \
 	return (int)shim_ret(r)

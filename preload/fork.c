@@ -62,6 +62,7 @@ static void child_after_fork(void)
 	/* Locks first: another thread of the parent may have held one at the
 	 * fork, and it never lets go here (tests/rdma/46-forkstorm.sh). */
 	shim_handover_fork_child();
+	shim_sock_fork_child();
 	shim_fdtable_fork_child();
 	shim_epoll_fork_child();
 	shim_sleep_fork_child();

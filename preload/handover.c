@@ -184,7 +184,9 @@ static int hand_over(int fd, struct shim_sock *s)
 		if (r && r->stop >= 0)
 			REAL(close)(r->stop);
 		free(r);
-		free(ns);
+		if (ns)
+			shim_sock_put(
+			    ns); /* never installed: back to the pool */
 		return err;
 	}
 	memcpy(&ns->local, &s->local, sizeof(ns->local));

@@ -537,12 +537,17 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 }
 
 /* The slow path of every wrapper: hold a reference across the call so a
- * concurrent close() can't free the rsocket underneath us.  (If the thread
- * is cancelled in the call, the waits give it back: see wait_for.) */
-#define RDMA_CALL(s, expr)                                                     \
+ * concurrent close() can't free the rsocket underneath us.  When that close
+ * came first (tryget fails), the whole call is made again: the fd then
+ * names the kernel's socket or a new one.  (If the thread is cancelled in
+ * the call, the waits give the reference back: see wait_for.) */
+/* Every wrapper's RDMA part is a function of its own, NAME_slow, out of
+ * line so that the kernel-fd path stays one load and a tail call. */
+#define RDMA_CALL(fd, s, expr, again)                                          \
 	({                                                                     \
 		ssize_t r_;                                                    \
-		shim_sock_get(s);                                              \
+		if (unlikely(!shim_sock_tryget(fd, s)))                        \
+			return again;                                          \
 		r_ = (expr);                                                   \
 		shim_sock_put(s);                                              \
 		shim_ret(r_);                                                  \
@@ -550,13 +555,26 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 
 #define IS_RDMA(s) unlikely((s) && (s)->kind == SHIM_SK_RDMA)
 
+static __attribute__((noinline)) ssize_t read_slow(struct shim_sock *s, int fd,
+						   void *buf, size_t n)
+{
+	return RDMA_CALL(fd, s, recv1(s, buf, n, 0), read(fd, buf, n));
+}
+
 SHIM_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(read)(fd, buf, n);
-	return RDMA_CALL(s, recv1(s, buf, n, 0));
+	return read_slow(s, fd, buf, n);
+}
+
+static __attribute__((noinline)) ssize_t
+__read_chk_slow(struct shim_sock *s, int fd, void *buf, size_t n, size_t buflen)
+{
+	return RDMA_CALL(fd, s, recv1(s, buf, n, 0),
+			 __read_chk(fd, buf, n, buflen));
 }
 
 SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
@@ -567,7 +585,14 @@ SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 		return REAL(__read_chk)(fd, buf, n, buflen);
 	if (n > buflen)
 		__chk_fail();
-	return RDMA_CALL(s, recv1(s, buf, n, 0));
+	return __read_chk_slow(s, fd, buf, n, buflen);
+}
+
+static __attribute__((noinline)) ssize_t
+readv_slow(struct shim_sock *s, int fd, const struct iovec *iov, int iovcnt)
+{
+	return RDMA_CALL(fd, s, shim_rdma_recvv(s, iov, iovcnt, 0),
+			 readv(fd, iov, iovcnt));
 }
 
 SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
@@ -576,7 +601,13 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(readv)(fd, iov, iovcnt);
-	return RDMA_CALL(s, shim_rdma_recvv(s, iov, iovcnt, 0));
+	return readv_slow(s, fd, iov, iovcnt);
+}
+
+static __attribute__((noinline)) ssize_t write_slow(struct shim_sock *s, int fd,
+						    const void *buf, size_t n)
+{
+	return RDMA_CALL(fd, s, send1(s, buf, n, 0), write(fd, buf, n));
 }
 
 SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -588,7 +619,14 @@ SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 			return shim_svc_write(fd, buf, n);
 		return REAL(write)(fd, buf, n);
 	}
-	return RDMA_CALL(s, send1(s, buf, n, 0));
+	return write_slow(s, fd, buf, n);
+}
+
+static __attribute__((noinline)) ssize_t
+writev_slow(struct shim_sock *s, int fd, const struct iovec *iov, int iovcnt)
+{
+	return RDMA_CALL(fd, s, shim_rdma_sendv(s, iov, iovcnt, 0),
+			 writev(fd, iov, iovcnt));
 }
 
 SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -597,7 +635,14 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(writev)(fd, iov, iovcnt);
-	return RDMA_CALL(s, shim_rdma_sendv(s, iov, iovcnt, 0));
+	return writev_slow(s, fd, iov, iovcnt);
+}
+
+static __attribute__((noinline)) ssize_t
+recv_slow(struct shim_sock *s, int fd, void *buf, size_t n, int flags)
+{
+	return RDMA_CALL(fd, s, recv1(s, buf, n, flags),
+			 recv(fd, buf, n, flags));
 }
 
 SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -606,7 +651,15 @@ SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(recv)(fd, buf, n, flags);
-	return RDMA_CALL(s, recv1(s, buf, n, flags));
+	return recv_slow(s, fd, buf, n, flags);
+}
+
+static __attribute__((noinline)) ssize_t
+__recv_chk_slow(struct shim_sock *s, int fd, void *buf, size_t n, size_t buflen,
+		int flags)
+{
+	return RDMA_CALL(fd, s, recv1(s, buf, n, flags),
+			 __recv_chk(fd, buf, n, buflen, flags));
 }
 
 SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
@@ -618,7 +671,7 @@ SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
 		return REAL(__recv_chk)(fd, buf, n, buflen, flags);
 	if (n > buflen)
 		__chk_fail();
-	return RDMA_CALL(s, recv1(s, buf, n, flags));
+	return __recv_chk_slow(s, fd, buf, n, buflen, flags);
 }
 
 /* A TCP recvfrom never fills in a source address: length 0. */
@@ -632,6 +685,16 @@ static ssize_t recvfrom_rdma(struct shim_sock *s, void *buf, size_t n,
 	return r;
 }
 
+static __attribute__((noinline)) ssize_t
+recvfrom_slow(struct shim_sock *s, int fd, void *__restrict buf, size_t n,
+	      int flags, __SOCKADDR_ARG addr, socklen_t *__restrict alen)
+{
+	return RDMA_CALL(
+	    fd, s,
+	    recvfrom_rdma(s, buf, n, flags, addr.__sockaddr__ ? alen : NULL),
+	    recvfrom(fd, buf, n, flags, addr, alen));
+}
+
 SHIM_EXPORT ssize_t recvfrom(int fd, void *__restrict buf, size_t n, int flags,
 			     __SOCKADDR_ARG addr, socklen_t *__restrict alen)
 {
@@ -639,8 +702,18 @@ SHIM_EXPORT ssize_t recvfrom(int fd, void *__restrict buf, size_t n, int flags,
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(recvfrom)(fd, buf, n, flags, addr, alen);
-	return RDMA_CALL(s, recvfrom_rdma(s, buf, n, flags,
-					  addr.__sockaddr__ ? alen : NULL));
+	return recvfrom_slow(s, fd, buf, n, flags, addr, alen);
+}
+
+static __attribute__((noinline)) ssize_t
+__recvfrom_chk_slow(struct shim_sock *s, int fd, void *__restrict buf, size_t n,
+		    size_t buflen, int flags, __SOCKADDR_ARG addr,
+		    socklen_t *__restrict alen)
+{
+	return RDMA_CALL(
+	    fd, s,
+	    recvfrom_rdma(s, buf, n, flags, addr.__sockaddr__ ? alen : NULL),
+	    __recvfrom_chk(fd, buf, n, buflen, flags, addr, alen));
 }
 
 SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n,
@@ -655,8 +728,7 @@ SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n,
 					    alen);
 	if (n > buflen)
 		__chk_fail();
-	return RDMA_CALL(s, recvfrom_rdma(s, buf, n, flags,
-					  addr.__sockaddr__ ? alen : NULL));
+	return __recvfrom_chk_slow(s, fd, buf, n, buflen, flags, addr, alen);
 }
 
 static ssize_t recvmsg_rdma(struct shim_sock *s, struct msghdr *msg, int flags)
@@ -678,13 +750,20 @@ static ssize_t recvmsg_rdma(struct shim_sock *s, struct msghdr *msg, int flags)
 	return r;
 }
 
+static __attribute__((noinline)) ssize_t
+recvmsg_slow(struct shim_sock *s, int fd, struct msghdr *msg, int flags)
+{
+	return RDMA_CALL(fd, s, recvmsg_rdma(s, msg, flags),
+			 recvmsg(fd, msg, flags));
+}
+
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(recvmsg)(fd, msg, flags);
-	return RDMA_CALL(s, recvmsg_rdma(s, msg, flags));
+	return recvmsg_slow(s, fd, msg, flags);
 }
 
 static int recvmmsg_rdma(struct shim_sock *s, struct mmsghdr *vmsg,
@@ -707,6 +786,15 @@ static int recvmmsg_rdma(struct shim_sock *s, struct mmsghdr *vmsg,
 	return (int)i;
 }
 
+static __attribute__((noinline)) int recvmmsg_slow(struct shim_sock *s, int fd,
+						   struct mmsghdr *vmsg,
+						   unsigned int vlen, int flags,
+						   struct timespec *tmo)
+{
+	return (int)RDMA_CALL(fd, s, recvmmsg_rdma(s, vmsg, vlen, flags),
+			      recvmmsg(fd, vmsg, vlen, flags, tmo));
+}
+
 SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vmsg, unsigned int vlen,
 			 int flags, struct timespec *tmo)
 {
@@ -714,7 +802,14 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vmsg, unsigned int vlen,
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(recvmmsg)(fd, vmsg, vlen, flags, tmo);
-	return (int)RDMA_CALL(s, recvmmsg_rdma(s, vmsg, vlen, flags));
+	return recvmmsg_slow(s, fd, vmsg, vlen, flags, tmo);
+}
+
+static __attribute__((noinline)) ssize_t
+send_slow(struct shim_sock *s, int fd, const void *buf, size_t n, int flags)
+{
+	return RDMA_CALL(fd, s, send1(s, buf, n, flags),
+			 send(fd, buf, n, flags));
 }
 
 SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -723,7 +818,15 @@ SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(send)(fd, buf, n, flags);
-	return RDMA_CALL(s, send1(s, buf, n, flags));
+	return send_slow(s, fd, buf, n, flags);
+}
+
+static __attribute__((noinline)) ssize_t
+sendto_slow(struct shim_sock *s, int fd, const void *buf, size_t n, int flags,
+	    __CONST_SOCKADDR_ARG addr, socklen_t alen)
+{
+	return RDMA_CALL(fd, s, send1(s, buf, n, flags),
+			 sendto(fd, buf, n, flags, addr, alen));
 }
 
 SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
@@ -734,7 +837,7 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 	if (likely(!IS_RDMA(s)))
 		return REAL(sendto)(fd, buf, n, flags, addr, alen);
 	/* On a connected TCP socket the kernel ignores the address. */
-	return RDMA_CALL(s, send1(s, buf, n, flags));
+	return sendto_slow(s, fd, buf, n, flags, addr, alen);
 }
 
 static ssize_t sendmsg_rdma(struct shim_sock *s, const struct msghdr *msg,
@@ -747,13 +850,20 @@ static ssize_t sendmsg_rdma(struct shim_sock *s, const struct msghdr *msg,
 	return shim_rdma_sendv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 
+static __attribute__((noinline)) ssize_t
+sendmsg_slow(struct shim_sock *s, int fd, const struct msghdr *msg, int flags)
+{
+	return RDMA_CALL(fd, s, sendmsg_rdma(s, msg, flags),
+			 sendmsg(fd, msg, flags));
+}
+
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(sendmsg)(fd, msg, flags);
-	return RDMA_CALL(s, sendmsg_rdma(s, msg, flags));
+	return sendmsg_slow(s, fd, msg, flags);
 }
 
 static int sendmmsg_rdma(struct shim_sock *s, struct mmsghdr *vmsg,
@@ -771,6 +881,14 @@ static int sendmmsg_rdma(struct shim_sock *s, struct mmsghdr *vmsg,
 	return (int)i;
 }
 
+static __attribute__((noinline)) int sendmmsg_slow(struct shim_sock *s, int fd,
+						   struct mmsghdr *vmsg,
+						   unsigned int vlen, int flags)
+{
+	return (int)RDMA_CALL(fd, s, sendmmsg_rdma(s, vmsg, vlen, flags),
+			      sendmmsg(fd, vmsg, vlen, flags));
+}
+
 SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vmsg, unsigned int vlen,
 			 int flags)
 {
@@ -778,7 +896,7 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vmsg, unsigned int vlen,
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(sendmmsg)(fd, vmsg, vlen, flags);
-	return (int)RDMA_CALL(s, sendmmsg_rdma(s, vmsg, vlen, flags));
+	return sendmmsg_slow(s, fd, vmsg, vlen, flags);
 }
 
 /* sendfile onto an RDMA fd: copy through a buffer, keeping the kernel's
@@ -831,13 +949,32 @@ static ssize_t sendfile_rdma(struct shim_sock *s, int in_fd, off_t *offset,
 	return (ssize_t)total;
 }
 
+static __attribute__((noinline)) ssize_t sendfile_slow(struct shim_sock *s,
+						       int out_fd, int in_fd,
+						       off_t *offset,
+						       size_t count)
+{
+	return RDMA_CALL(out_fd, s, sendfile_rdma(s, in_fd, offset, count),
+			 sendfile(out_fd, in_fd, offset, count));
+}
+
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	struct shim_sock *s = shim_fd_get(out_fd);
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(sendfile)(out_fd, in_fd, offset, count);
-	return RDMA_CALL(s, sendfile_rdma(s, in_fd, offset, count));
+	return sendfile_slow(s, out_fd, in_fd, offset, count);
+}
+
+static __attribute__((noinline)) ssize_t sendfile64_slow(struct shim_sock *s,
+							 int out_fd, int in_fd,
+							 off64_t *offset,
+							 size_t count)
+{
+	return RDMA_CALL(out_fd, s,
+			 sendfile_rdma(s, in_fd, (off_t *)offset, count),
+			 sendfile64(out_fd, in_fd, offset, count));
 }
 
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
@@ -847,5 +984,5 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(sendfile64)(out_fd, in_fd, offset, count);
-	return RDMA_CALL(s, sendfile_rdma(s, in_fd, (off_t *)offset, count));
+	return sendfile64_slow(s, out_fd, in_fd, offset, count);
 }

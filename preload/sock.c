@@ -5,6 +5,9 @@
 #include "log.h"
 #include "epoll_int.h"
 
+#include <errno.h>
+#include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,16 +18,79 @@ uint16_t shim_rdma_port(uint16_t port)
 	return shim_port_map(port, shim_port_offset(&shim_cfg, sg_iwarp()));
 }
 
+/*
+ * Socks are type-stable: one whose last reference went is kept here and
+ * given out again by shim_sock_new, never returned to malloc (the kernel's
+ * SLAB_TYPESAFE_BY_RCU, without the RCU).  A call that loaded a sock from
+ * the fd table while another thread's close() released it still reads a
+ * sock, and shim_sock_tryget tells it the sock is no longer that fd's.
+ * The list is as long as the most socks ever alive at once.
+ */
+static struct shim_sock *pool;
+static int pool_busy; /* a spin lock: held for a pointer swap */
+
+static void pool_lock(void)
+{
+	while (__atomic_exchange_n(&pool_busy, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+static void pool_unlock(void)
+{
+	__atomic_store_n(&pool_busy, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * Under ASan a pooled sock is poisoned past its kind, refs and next_free,
+ * the only fields a call that lost the race with close() may read (the
+ * kernel-fd path reads kind, tryget reads refs): any other use of a
+ * released sock is reported as ASan reports a use after free.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POOLED_TAIL(s) ((char *)(s) + offsetof(struct shim_sock, fdrefs))
+#define POOLED_LEN                                                             \
+	(sizeof(struct shim_sock) - offsetof(struct shim_sock, fdrefs))
+static void pool_poison(struct shim_sock *s, bool on)
+{
+	if (on)
+		ASAN_POISON_MEMORY_REGION(POOLED_TAIL(s), POOLED_LEN);
+	else
+		ASAN_UNPOISON_MEMORY_REGION(POOLED_TAIL(s), POOLED_LEN);
+}
+#else
+static void pool_poison(struct shim_sock *s, bool on)
+{
+	(void)s;
+	(void)on;
+}
+#endif
+
+/* In a fork child: a thread of the parent may have held the lock. */
+void shim_sock_fork_child(void)
+{
+	pool_busy = 0;
+}
+
 struct shim_sock *shim_sock_new(int kind, int family)
 {
-	struct shim_sock *s = calloc(1, sizeof(*s));
+	struct shim_sock *s;
 
-	if (!s)
+	pool_lock();
+	s = pool;
+	if (s)
+		pool = s->next_free;
+	pool_unlock();
+	if (!s && !(s = calloc(1, sizeof(*s))))
 		return NULL;
-	s->kind = kind;
-	s->refs = 1;
+	pool_poison(s, false);
+	/* refs stays 0 (a racing tryget fails) until the sock is whole */
+	memset((char *)s + offsetof(struct shim_sock, fdrefs), 0,
+	       sizeof(*s) - offsetof(struct shim_sock, fdrefs));
+	__atomic_store_n(&s->kind, kind, __ATOMIC_RELAXED);
 	s->rs = -1;
 	s->family = family;
+	__atomic_store_n(&s->refs, 1, __ATOMIC_RELEASE);
 	return s;
 }
 
@@ -45,8 +111,11 @@ void shim_sock_put(struct shim_sock *s)
 {
 	if (shim_sock_is_sentinel(s))
 		return;
+	int e;
+
 	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL))
 		return;
+	e = errno;	   /* a caller's errno survives the last reference */
 	shim_sock_used(s); /* uncounts a fresh one */
 	if (s->epset)
 		shim_epoll_free(s->epset);
@@ -58,21 +127,29 @@ void shim_sock_put(struct shim_sock *s)
 		sg_close(s->rs);
 		__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 	}
-	free(s);
+	pool_poison(s, true);
+	pool_lock();
+	s->next_free = pool;
+	pool = s;
+	pool_unlock();
+	errno = e;
 }
 
 struct shim_sock *shim_sock_ref(int fd)
 {
-	struct shim_sock *s = shim_fd_get(fd);
+	struct shim_sock *s;
 
-	/* A close() racing with this lookup is the program's own race, as
-	 * with the kernel; the reference keeps the object valid for us. */
-	if (!s || shim_sock_is_sentinel(s))
-		return NULL;
+	/* A close() racing with this lookup is the program's own race: the
+	 * call then comes after it (a sock released meanwhile is not taken,
+	 * and the table is read again). */
+	do {
+		s = shim_fd_get(fd);
+		if (!s || shim_sock_is_sentinel(s))
+			return NULL;
+	} while (!shim_sock_tryget(fd, s));
 	/* The reference before the handover check: a handover raises
 	 * handed, then counts the references (handover.c), so one of the
-	 * two sees the other. */
-	shim_sock_get(s);
+	 * two sees the other (tryget's increment is seq_cst). */
 	if (s->kind == SHIM_SK_RDMA && !shim_sock_usable(s)) {
 		shim_sock_put(s); /* handed over: the fd is a kernel socket */
 		return NULL;

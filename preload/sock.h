@@ -31,7 +31,10 @@ enum shim_kind {
 
 struct shim_sock {
 	int kind;
-	int refs;      /* atomic: fds + calls in flight */
+	int refs; /* atomic: fds + calls in flight; 0: released */
+	/* Released, in sock.c's pool: the next one.  What follows is
+	 * unreadable there under ASan (sock.c, pool_poison). */
+	struct shim_sock *next_free;
 	int fdrefs;    /* atomic: fds only (dup shares the sock) */
 	int ep_regs;   /* atomic: epoll registrations naming this sock */
 	int ep_parked; /* atomic: a sleeping epoll_wait stopped watching it */
@@ -100,6 +103,31 @@ static inline void shim_sock_get(struct shim_sock *s)
 	 * with a caller's increment here and its load of handed after */
 	__atomic_add_fetch(&s->refs, 1, __ATOMIC_SEQ_CST);
 }
+/*
+ * A reference to s, which the caller found on fd without one; false when a
+ * concurrent close() released s meanwhile or fd no longer names it (the
+ * caller then starts its call over from the fd table).  Safe on a released
+ * sock: socks are type-stable.
+ */
+void shim_sock_put(struct shim_sock *s);
+static inline bool shim_sock_tryget(int fd, struct shim_sock *s)
+{
+	int r = __atomic_load_n(&s->refs, __ATOMIC_RELAXED);
+
+	if (shim_sock_is_sentinel(s))
+		return true; /* never released */
+	do {
+		if (r <= 0)
+			return false;
+	} while (!__atomic_compare_exchange_n(
+	    &s->refs, &r, r + 1, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+	if (likely(shim_fd_get(fd) == s))
+		return true;
+	shim_sock_put(s);
+	return false;
+}
+/* In a fork child: the pool's lock made anew. */
+void shim_sock_fork_child(void);
 /* RDMA connections not used yet (handover.c): 0 keeps fork cheap. */
 extern int shim_fresh_conns;
 /* s is being used: it is no longer one a fork hands over. */
@@ -128,7 +156,6 @@ static inline bool shim_sock_names(const struct shim_sock *s)
 {
 	return s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_RELAY);
 }
-void shim_sock_put(struct shim_sock *s);
 /* Make s an RDMA/LISTEN sock over rs (counts it in shim_rdma_socks). */
 void shim_sock_attach(struct shim_sock *s, int kind, int rs);
 
@@ -146,6 +173,8 @@ static inline void shim_fd_forget(int fd, struct shim_sock *s)
 }
 
 /* (socket.c) */
+/* newfd now refers to what oldfd refers to (the dup family, F_DUPFD). */
+void shim_fd_share(int oldfd, int newfd);
 /* fd -> sock with a reference held; NULL for fds the shim leaves alone. */
 struct shim_sock *shim_sock_ref(int fd);
 

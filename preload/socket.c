@@ -30,11 +30,13 @@ void shim_fd_install(int fd, struct shim_sock *s)
 		shim_log_fd_changed(fd, true);
 	} else if (stale && !shim_sock_is_sentinel(stale)) {
 		/* The last fd of a file takes its epoll registrations (and
-		 * its stats slot) with it, as the kernel does. */
-		if (!__atomic_sub_fetch(&stale->fdrefs, 1, __ATOMIC_ACQ_REL)) {
+		 * its stats slot) with it, as the kernel does.  seq_cst: an
+		 * epoll_ctl ADD linking a registration now sees fdrefs 0, or
+		 * this sees its ep_regs (epoll.c, ctl_slow). */
+		if (!__atomic_sub_fetch(&stale->fdrefs, 1, __ATOMIC_SEQ_CST)) {
 			if (stale->stat_ref)
 				shim_stat_release(stale);
-			if (__atomic_load_n(&stale->ep_regs, __ATOMIC_ACQUIRE))
+			if (__atomic_load_n(&stale->ep_regs, __ATOMIC_SEQ_CST))
 				shim_epoll_forget(stale);
 		} else if (stale->kind == SHIM_SK_EPOLL) {
 			shim_epoll_fd_closing(stale, fd);
@@ -124,10 +126,15 @@ static int bind_slow(int fd, struct shim_sock *s, const struct sockaddr *addr,
 SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	struct shim_sock *s = shim_fd_get(fd);
+	int r;
 
-	if (unlikely(s && s->kind != SHIM_SK_INTERNAL))
-		return (int)shim_ret(bind_slow(fd, s, addr.__sockaddr__, len));
-	return REAL(bind)(fd, addr, len);
+	if (likely(!s || s->kind == SHIM_SK_INTERNAL))
+		return REAL(bind)(fd, addr, len);
+	if (unlikely(!shim_sock_tryget(fd, s)))
+		return bind(fd, addr, len); /* a close() came first */
+	r = bind_slow(fd, s, addr.__sockaddr__, len);
+	shim_sock_put(s);
+	return (int)shim_ret(r);
 }
 
 int shim_live_listeners; /* RDMA listeners alive in this process */
@@ -369,15 +376,29 @@ void shim_listen_door_port(uint16_t port)
 	}
 }
 
+static int listen_held(int fd, struct shim_sock *s, int backlog);
+
 SHIM_EXPORT int listen(int fd, int backlog)
 {
 	struct shim_sock *s = shim_fd_get(fd);
-	struct sockaddr_storage laddr;
-	socklen_t alen;
 	int r;
 
 	if (likely(!s || s->kind != SHIM_SK_TCP))
 		return REAL(listen)(fd, backlog);
+	if (unlikely(!shim_sock_tryget(fd, s)))
+		return listen(fd, backlog); /* a close() came first */
+	r = listen_held(fd, s, backlog);
+	shim_sock_put(s);
+	return r;
+}
+
+/* listen on TCP sock s, a reference held: 0, or -1 and errno. */
+static int listen_held(int fd, struct shim_sock *s, int backlog)
+{
+	struct sockaddr_storage laddr;
+	socklen_t alen;
+	int r;
+
 	r = REAL(listen)(fd, backlog);
 	if (r < 0)
 		return r;
@@ -633,14 +654,13 @@ static void put_cb(void *s)
 }
 
 /* Out of line: the cleanup's frame would cost accept4's kernel-fd path
- * its tail call. */
+ * its tail call.  Gives back the caller's reference to s. */
 static __attribute__((noinline)) int accept_slow(int fd, struct shim_sock *s,
 						 struct sockaddr *addr,
 						 socklen_t *len, int flags)
 {
 	int r;
 
-	shim_sock_get(s);
 	pthread_cleanup_push(put_cb, s); /* accept is a cancellation point */
 	r = accept_both(fd, s, addr, len, flags);
 	pthread_cleanup_pop(1);
@@ -657,6 +677,8 @@ SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 		errno = EINVAL;
 		return -1;
 	}
+	if (unlikely(!shim_sock_tryget(fd, s)))
+		return accept4(fd, addr, len, flags); /* a close() came first */
 	return (int)shim_ret(accept_slow(fd, s, addr.__sockaddr__, len, flags));
 }
 
@@ -677,23 +699,23 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	if (likely(!s ||
 		   (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN)))
 		return REAL(shutdown)(fd, how);
+	/* a reference first, then the handover check (handover.c) */
+	if (unlikely(!shim_sock_tryget(fd, s)))
+		return shutdown(fd, how); /* a close() came first */
 	if (s->kind == SHIM_SK_LISTEN) {
 		/* No RDMA connection is accepted after it, as no TCP one is:
 		 * the queued ones end now (door_shut). */
 		r = REAL(shutdown)(fd, how);
-		if (r == 0 && how != SHUT_WR) {
-			shim_sock_get(s);
+		if (r == 0 && how != SHUT_WR)
 			shim_listen_door_shut(s);
-			shim_sock_put(s);
-		}
+		shim_sock_put(s);
 		return r;
 	}
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+		shim_sock_put(s);
 		errno = EINVAL;
 		return -1;
 	}
-	/* a reference first, then the handover check (handover.c) */
-	shim_sock_get(s);
 	if (!shim_sock_usable(s)) { /* handed over meanwhile */
 		shim_sock_put(s);
 		return REAL(shutdown)(fd, how);
@@ -737,9 +759,14 @@ SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 
 	if (likely(!shim_sock_names(s)))
 		return REAL(getsockname)(fd, addr, len);
-	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0)
+	if (unlikely(!shim_sock_tryget(fd, s)))
+		return getsockname(fd, addr, len); /* a close() came first */
+	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0) {
+		shim_sock_put(s);
 		return -1;
+	}
 	shim_addr_copy_out(&s->local, s->local_len, addr.__sockaddr__, &cap);
+	shim_sock_put(s);
 	*len = cap;
 	return 0;
 }
@@ -751,9 +778,14 @@ SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 
 	if (likely(!shim_sock_names(s)))
 		return REAL(getpeername)(fd, addr, len);
-	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0)
+	if (unlikely(!shim_sock_tryget(fd, s)))
+		return getpeername(fd, addr, len); /* a close() came first */
+	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0) {
+		shim_sock_put(s);
 		return -1;
+	}
 	shim_addr_copy_out(&s->peer, s->peer_len, addr.__sockaddr__, &cap);
+	shim_sock_put(s);
 	*len = cap;
 	return 0;
 }
@@ -801,15 +833,16 @@ SHIM_EXPORT void closefrom(int lowfd)
 	REAL(closefrom)(lowfd);
 }
 
-/* newfd now refers to what oldfd refers to (dup family). */
-static void share_fd(int oldfd, int newfd)
+void shim_fd_share(int oldfd, int newfd)
 {
 	struct shim_sock *s = shim_fd_get(oldfd);
 
 	if (shim_sock_is_sentinel(s))
 		s = NULL; /* a copy of stderr is the program's own fd */
-	if (s)
-		shim_sock_get(s);
+	/* oldfd closed by another thread since the dup: newfd keeps the
+	 * kernel's socket, which the shim lets go of with oldfd */
+	if (s && !shim_sock_tryget(oldfd, s))
+		s = NULL;
 	if (newfd == 2 && !s && shim_fd_get(2) == &shim_internal_sock) {
 		shim_log_fd_changed(2, false); /* a new stderr: keep logging */
 		return;
@@ -825,7 +858,7 @@ SHIM_EXPORT int dup(int fd)
 		return REAL(dup)(fd);
 	r = REAL(dup)(fd);
 	if (r >= 0)
-		share_fd(fd, r);
+		shim_fd_share(fd, r);
 	return r;
 }
 
@@ -837,7 +870,7 @@ SHIM_EXPORT int dup2(int oldfd, int newfd)
 		return REAL(dup2)(oldfd, newfd);
 	r = REAL(dup2)(oldfd, newfd);
 	if (r >= 0 && oldfd != newfd)
-		share_fd(oldfd, newfd);
+		shim_fd_share(oldfd, newfd);
 	return r;
 }
 
@@ -849,6 +882,6 @@ SHIM_EXPORT int dup3(int oldfd, int newfd, int flags)
 		return REAL(dup3)(oldfd, newfd, flags);
 	r = REAL(dup3)(oldfd, newfd, flags);
 	if (r >= 0)
-		share_fd(oldfd, newfd);
+		shim_fd_share(oldfd, newfd);
 	return r;
 }

@@ -99,12 +99,31 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 		errno = ENOPROTOOPT;
 		return -1;
 	}
+	if (unlikely(!shim_sock_tryget(fd, s))) /* a close() came first */
+		return setsockopt(fd, level, name, val, len);
 	r = REAL(setsockopt)(fd, level, name, val, len);
-	if (r < 0)
-		return r;
-	remember(s, level, name, val, len);
-	if (s->kind == SHIM_SK_RDMA)
-		forward(s, level, name, val, len);
+	if (r == 0) {
+		remember(s, level, name, val, len);
+		if (s->kind == SHIM_SK_RDMA)
+			forward(s, level, name, val, len);
+	}
+	shim_sock_put(s); /* keeps errno */
+	return r;
+}
+
+/* SO_ERROR of an RDMA connection: the pending error, cleared. */
+static int so_error(struct shim_sock *s, void *val, socklen_t *len)
+{
+	int err;
+
+	if (shim_bad_ptr(len) || (*len && shim_bad_ptr(val)))
+		return -EFAULT;
+	if ((int)*len < 0)
+		return -EINVAL; /* the kernel reads it as an int */
+	if (*len > sizeof(err))
+		*len = sizeof(err);
+	err = __atomic_exchange_n(&s->so_error, 0, __ATOMIC_RELAXED);
+	memcpy(val, &err, *len);
 	return 0;
 }
 
@@ -121,21 +140,13 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 	}
 	if (s->kind == SHIM_SK_RDMA && level == SOL_SOCKET &&
 	    name == SO_ERROR) {
-		int err = 0;
+		int r;
 
-		if (shim_bad_ptr(len) || (*len && shim_bad_ptr(val))) {
-			errno = EFAULT;
-			return -1;
-		}
-		if ((int)*len < 0) {
-			errno = EINVAL; /* the kernel reads it as an int */
-			return -1;
-		}
-		if (*len > sizeof(err))
-			*len = sizeof(err);
-		err = __atomic_exchange_n(&s->so_error, 0, __ATOMIC_RELAXED);
-		memcpy(val, &err, *len);
-		return 0;
+		if (unlikely(!shim_sock_tryget(fd, s))) /* a close() first */
+			return getsockopt(fd, level, name, val, len);
+		r = so_error(s, val, len);
+		shim_sock_put(s);
+		return (int)shim_ret(r);
 	}
 	return REAL(getsockopt)(fd, level, name, val, len);
 }
@@ -153,6 +164,7 @@ static bool forced(const struct shim_sock *s)
 	       __atomic_load_n(&s->nb_forced, __ATOMIC_ACQUIRE);
 }
 
+/* Gives back the caller's reference to s. */
 static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 {
 	int r;
@@ -163,15 +175,17 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 		r = REAL(fcntl)(fd, F_SETFL, forced(s) ? fl | O_NONBLOCK : fl);
 		if (r == 0)
 			s->nonblock = (fl & O_NONBLOCK) != 0;
+		shim_sock_put(s); /* keeps errno */
 		return r;
 	}
 	r = REAL(fcntl)(fd, cmd, arg);
 	if (cmd == F_GETFL && r >= 0 && s->kind == SHIM_SK_LISTEN)
 		r = (r & ~O_NONBLOCK) | (s->nonblock ? O_NONBLOCK : 0);
-	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0) {
-		shim_sock_get(s);
-		shim_fd_install(r, s);
-	}
+	/* what fd names now, as dup does: a close and a new socket may have
+	 * come between the lookup of s and the kernel's dup */
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && r >= 0)
+		shim_fd_share(fd, r);
+	shim_sock_put(s); /* keeps errno */
 	return r;
 }
 
@@ -204,6 +218,8 @@ SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 	s = shim_fd_get(fd);
 	if (likely(!fcntl_ours(s, cmd)))
 		return REAL(fcntl)(fd, cmd, arg);
+	if (unlikely(!shim_sock_tryget(fd, s)))
+		return fcntl(fd, cmd, arg); /* a close() came first */
 	return fcntl_slow(fd, s, cmd, arg);
 }
 
@@ -216,6 +232,8 @@ SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 	s = shim_fd_get(fd);
 	if (likely(!fcntl_ours(s, cmd)))
 		return REAL(fcntl64)(fd, cmd, arg);
+	if (unlikely(!shim_sock_tryget(fd, s)))
+		return fcntl64(fd, cmd, arg); /* a close() came first */
 	return fcntl_slow(fd, s, cmd, arg);
 }
 
@@ -261,9 +279,7 @@ static int ioctl_slow(int fd, struct shim_sock *s, unsigned long req, void *arg)
 			*(int *)arg = 0; /* rsockets does not expose it */
 			return 0;
 		}
-		shim_sock_get(s);
 		r = rdma_inq(s);
-		shim_sock_put(s);
 		if (r < 0)
 			return (int)shim_ret(r);
 		*(int *)arg = r;
@@ -276,10 +292,15 @@ SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	struct shim_sock *s;
 	void *arg;
+	int r;
 
 	VA_ONE_ARG(req, arg);
 	s = shim_fd_get(fd);
 	if (likely(!maybe_rdma(s)))
 		return REAL(ioctl)(fd, req, arg);
-	return ioctl_slow(fd, s, req, arg);
+	if (unlikely(!shim_sock_tryget(fd, s)))
+		return ioctl(fd, req, arg); /* a close() came first */
+	r = ioctl_slow(fd, s, req, arg);
+	shim_sock_put(s); /* keeps errno */
+	return r;
 }

@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * closerace: calls on an fd racing its close() in another thread, and the
+ * number's reuse by the next socket (issue #15: the shim's fd-table lookup
+ * and its reference were not one step, so a call could use a freed sock or
+ * another connection's state).
+ *
+ *   closerace server ADDR PORT   accept forever; each connection is read
+ *                                to EOF and closed ("ready PORT")
+ *   closerace client ADDR PORT TCP_ROUNDS RDMA_ROUNDS
+ *       phase tcp:  TCP_ROUNDS sockets, never connected (socket, bind, close)
+ *       phase conn: RDMA_ROUNDS connections to the server
+ *   In each round three threads hammer the round's fd number with setsockopt,
+ *   getsockopt, fcntl (F_GETFL, F_SETFL, F_DUPFD), ioctl, getsockname,
+ *   getpeername, recv/send (MSG_DONTWAIT) and epoll_ctl, while the main
+ *   thread closes it and opens the next.  Every result must be one the
+ *   kernel gives for a racing close: success, or EBADF, EAGAIN, ENOTCONN,
+ *   EPIPE, ECONNRESET, EINVAL (bind of a bound socket), ENOENT/EEXIST
+ *   (epoll), EPERM (epoll_ctl on a non-pollable fd: never here).  Prints
+ *   "closerace: tcp N rounds, conn M rounds, K calls, 0 unexpected".
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define RACERS 3
+
+static atomic_int cur_fd = -1;
+static atomic_int stop;
+static atomic_long calls, unexpected;
+static int epfd;
+static struct sockaddr_in srv;
+
+static bool allowed(int e)
+{
+	return e == EBADF || e == EAGAIN || e == ENOTCONN || e == EPIPE ||
+	       e == ECONNRESET || e == EINVAL || e == ENOENT || e == EEXIST ||
+	       e == ENOTSOCK || e == EISCONN;
+}
+
+static void check(const char *what, long r, int fd)
+{
+	int e = errno;
+
+	atomic_fetch_add(&calls, 1);
+	if (r >= 0 || allowed(e))
+		return;
+	if (atomic_fetch_add(&unexpected, 1) < 10)
+		fprintf(stderr, "closerace: %s on fd %d: %s\n", what, fd,
+			strerror(e));
+}
+
+static void one_call(int fd, unsigned int k)
+{
+	char b[64];
+	int v = 1 << 16;
+	socklen_t l = sizeof(v);
+	struct sockaddr_storage a;
+	socklen_t al = sizeof(a);
+	struct epoll_event ev = {.events = EPOLLIN};
+	long r;
+
+	switch (k % 11) {
+	case 0:
+		check("setsockopt",
+		      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)), fd);
+		break;
+	case 1:
+		check("getsockopt",
+		      getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &l), fd);
+		break;
+	case 2:
+		r = fcntl(fd, F_GETFL);
+		check("fcntl(F_GETFL)", r, fd);
+		if (r >= 0)
+			check("fcntl(F_SETFL)", fcntl(fd, F_SETFL, r), fd);
+		break;
+	case 3:
+		r = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		check("fcntl(F_DUPFD)", r, fd);
+		if (r >= 0)
+			close((int)r);
+		break;
+	case 4:
+		check("ioctl(FIONREAD)", ioctl(fd, FIONREAD, &v), fd);
+		break;
+	case 5:
+		check("getsockname", getsockname(fd, (void *)&a, &al), fd);
+		break;
+	case 6:
+		r = getpeername(fd, (void *)&a, &al);
+		check("getpeername", r < 0 && errno == ENOTCONN ? 0 : r, fd);
+		break;
+	case 7:
+		check("recv", recv(fd, b, sizeof(b), MSG_DONTWAIT), fd);
+		break;
+	case 8:
+		check("send", send(fd, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL),
+		      fd);
+		break;
+	case 9:
+		r = epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+		check("epoll_ctl(ADD)", r, fd);
+		if (r == 0)
+			check("epoll_ctl(DEL)",
+			      epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL), fd);
+		break;
+	default:
+		r = dup(fd);
+		check("dup", r, fd);
+		if (r >= 0)
+			close((int)r);
+	}
+}
+
+static void *racer(void *arg)
+{
+	unsigned int k = (unsigned int)(uintptr_t)arg;
+
+	while (!atomic_load(&stop)) {
+		int fd = atomic_load(&cur_fd);
+
+		if (fd >= 0)
+			one_call(fd, k++);
+	}
+	return NULL;
+}
+
+/* Let the racers reach the fd: a few thousand calls' worth of spinning,
+ * then the close (the race is the point: no sleep, no handshake). */
+static void spin(long n)
+{
+	long c0 = atomic_load(&calls);
+
+	while (atomic_load(&calls) - c0 < n)
+		;
+}
+
+static int tcp_round(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in any = {.sin_family = AF_INET};
+
+	if (fd < 0)
+		return -1;
+	atomic_store(&cur_fd, fd);
+	bind(fd, (struct sockaddr *)&any, sizeof(any));
+	spin(20);
+	close(fd);
+	return 0;
+}
+
+static int conn_round(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&srv, sizeof(srv)) < 0) {
+		perror("closerace: connect");
+		close(fd);
+		return -1;
+	}
+	atomic_store(&cur_fd, fd);
+	spin(200);
+	close(fd);
+	return 0;
+}
+
+static int client(int tcp_rounds, int conn_rounds)
+{
+	pthread_t t[RACERS];
+	int i;
+
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	for (i = 0; i < RACERS; i++)
+		pthread_create(&t[i], NULL, racer, (void *)(uintptr_t)(i * 4));
+	for (i = 0; i < tcp_rounds; i++)
+		if (tcp_round() < 0)
+			return 2;
+	for (i = 0; i < conn_rounds; i++)
+		if (conn_round() < 0)
+			return 2;
+	atomic_store(&stop, 1);
+	for (i = 0; i < RACERS; i++)
+		pthread_join(t[i], NULL);
+	printf("closerace: tcp %d rounds, conn %d rounds, %ld calls, %ld "
+	       "unexpected\n",
+	       tcp_rounds, conn_rounds, atomic_load(&calls),
+	       atomic_load(&unexpected));
+	return atomic_load(&unexpected) ? 1 : 0;
+}
+
+static void *drain(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char b[4096];
+
+	while (read(fd, b, sizeof(b)) > 0)
+		;
+	close(fd);
+	return NULL;
+}
+
+static int server(void)
+{
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	socklen_t l = sizeof(srv);
+	pthread_attr_t at;
+
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&srv, sizeof(srv)) < 0 ||
+	    listen(lfd, 128) < 0) {
+		perror("closerace: listen");
+		return 2;
+	}
+	getsockname(lfd, (struct sockaddr *)&srv, &l);
+	printf("ready %u\n", ntohs(srv.sin_port));
+	fflush(stdout);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		pthread_t t;
+
+		if (fd < 0) {
+			perror("closerace: accept");
+			return 2;
+		}
+		pthread_create(&t, &at, drain, (void *)(intptr_t)fd);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: closerace server ADDR PORT | client "
+				"ADDR PORT TCP_ROUNDS CONN_ROUNDS\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	srv.sin_family = AF_INET;
+	srv.sin_port = htons((uint16_t)atoi(argv[3]));
+	if (inet_pton(AF_INET, argv[2], &srv.sin_addr) != 1)
+		return 2;
+	if (!strcmp(argv[1], "server"))
+		return server();
+	if (argc < 6)
+		return 2;
+	return client(atoi(argv[4]), atoi(argv[5]));
+}
