@@ -1270,9 +1270,35 @@ static int translate_locked(struct ep_set *set, struct epoll_event *evs,
 }
 
 /* Step 3: sleep until the kernel set, a kick or a watched rsocket is ready. */
-static int sleep_on(struct ep_set *set, int timeout_ms, const sigset_t *mask)
+/*
+ * What a waiter holds while it sleeps, given back by wait_cancelled when
+ * its thread is cancelled there (the sleeps are cancellation points, as
+ * epoll_wait is): else the connections it watches would stay open after
+ * their close, and the set's count of direct waiters would stay raised.
+ */
+struct wait_hold {
+	struct ep_set *direct; /* counted in its direct_waiters, or NULL */
+	struct watch *w;       /* the sleep's watch, or NULL */
+	struct shim_sock *es;  /* the caller's reference to the epoll sock */
+};
+
+static void wait_cancelled(void *arg)
 {
+	struct wait_hold *h = arg;
+
+	if (h->direct)
+		__atomic_sub_fetch(&h->direct->direct_waiters, 1,
+				   __ATOMIC_SEQ_CST);
+	if (h->w)
+		shim_watch_done(h->w);
+	shim_sock_put(h->es);
+}
+
+static int sleep_on(struct shim_sock *es, int timeout_ms, const sigset_t *mask)
+{
+	struct ep_set *set = es->epset;
 	struct watch w = {0};
+	struct wait_hold h = {.w = &w, .es = es};
 	int ret;
 
 	ret = shim_watch_add(
@@ -1285,7 +1311,9 @@ static int sleep_on(struct ep_set *set, int timeout_ms, const sigset_t *mask)
 	}
 	shim_dbg("epoll %d: sleeping on %d fd(s), timeout %d%s", set->epfd, w.n,
 		 timeout_ms, w.recheck ? " (rechecking)" : "");
+	pthread_cleanup_push(wait_cancelled, &h);
 	ret = shim_watch_wait(&w, timeout_ms, mask);
+	pthread_cleanup_pop(0);
 	shim_watch_done(&w);
 	return ret;
 }
@@ -1304,14 +1332,30 @@ static long mono_ms(void)
  * that kick() can wake it.  Returns events, 0 on timeout or a wake-up that
  * brought none.
  */
-static int wait_direct(struct ep_set *set, struct epoll_event *evs, int max,
+/* The kernel's wait, or -errno. */
+static int pwait_cancellable(struct shim_sock *es, struct epoll_event *evs,
+			     int max, int timeout, const sigset_t *mask)
+{
+	struct wait_hold h = {.direct = es->epset, .es = es};
+	int n;
+
+	pthread_cleanup_push(wait_cancelled, &h);
+	n = REAL(epoll_pwait)(es->epset->epfd, evs, max, timeout, mask);
+	if (n < 0)
+		n = -errno;
+	pthread_cleanup_pop(0);
+	return n;
+}
+
+static int wait_direct(struct shim_sock *es, struct epoll_event *evs, int max,
 		       int timeout, const sigset_t *mask)
 {
+	struct ep_set *set = es->epset;
 	int n, e = 0;
 
-	n = REAL(epoll_pwait)(set->epfd, evs, max, timeout, mask);
+	n = pwait_cancellable(es, evs, max, timeout, mask);
 	if (n < 0)
-		e = errno;
+		e = -n;
 	/* Translated while still counted: the graves stay until then. */
 	if (n > 0 && __atomic_load_n(&set->wake_fd, __ATOMIC_ACQUIRE) >= 0) {
 		pthread_mutex_lock(&set->lock);
@@ -1382,7 +1426,7 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		 * after adding): one of us sees the other. */
 		__atomic_add_fetch(&set->direct_waiters, 1, __ATOMIC_SEQ_CST);
 		if (!__atomic_load_n(&set->nemul, __ATOMIC_SEQ_CST)) {
-			n = wait_direct(set, evs, max, left, mask);
+			n = wait_direct(es, evs, max, left, mask);
 			if (n != 0 || left == 0)
 				return n;
 			continue;
@@ -1393,7 +1437,7 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 			recheck_ms = 0;
 		if (n != 0 || left == 0)
 			return n;
-		r = sleep_on(set, left, mask);
+		r = sleep_on(es, left, mask);
 		if (r < 0)
 			return r;
 	}

@@ -27,6 +27,46 @@ static inline bool rdma_in_use(void)
 	       !shim_in_lib();
 }
 
+/* The socks a poll holds, given back when it returns or when its thread
+ * is cancelled in the sleep (poll is a cancellation point): else the
+ * connections would stay open after their close. */
+struct held {
+	struct shim_sock **s, **stack;
+	struct pollfd *p, *pstack;
+	nfds_t n;
+};
+
+static void held_release(void *arg)
+{
+	struct held *h = arg;
+
+	for (nfds_t i = 0; i < h->n; i++)
+		if (h->s[i])
+			shim_sock_put(h->s[i]);
+	if (h->p != h->pstack)
+		free(h->p);
+	if (h->s != h->stack)
+		free(h->s);
+}
+
+/* The sleep of poll_slow over h->p (n entries), or -errno. */
+static int wait_holding(struct held *h, nfds_t n, bool rdma, int timeout_ms,
+			const struct timespec *tmo, const sigset_t *mask)
+{
+	int r;
+
+	pthread_cleanup_push(held_release, h);
+	if (rdma) {
+		r = shim_wait_masked(h->p, n, timeout_ms, mask);
+	} else {
+		r = REAL(ppoll)(h->p, n, tmo, mask);
+		if (r < 0)
+			r = -errno;
+	}
+	pthread_cleanup_pop(0);
+	return r;
+}
+
 /*
  * The rewritten poll.  Returns like poll() but -errno.  tmo/mask are ppoll's
  * (tmo NULL = infinite); timeout_ms is used for the rpoll path.
@@ -36,6 +76,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 {
 	struct pollfd stack[64], *p = stack;
 	struct shim_sock *held_stack[64], **held = held_stack;
+	struct held h = {.stack = held_stack, .pstack = stack};
 	nfds_t n = 0, extra = 0, i;
 	bool rdma = false;
 	int r, count = 0;
@@ -78,13 +119,10 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			n++;
 		}
 	}
-	if (rdma) {
-		r = shim_wait_masked(p, n, timeout_ms, mask);
-	} else {
-		r = REAL(ppoll)(p, n, tmo, mask);
-		if (r < 0)
-			r = -errno;
-	}
+	h.s = held;
+	h.p = p;
+	h.n = nfds;
+	r = wait_holding(&h, n, rdma, timeout_ms, tmo, mask);
 	if (r >= 0) {
 		nfds_t x = nfds;
 
@@ -110,13 +148,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		}
 		r = count;
 	}
-	for (i = 0; i < nfds; i++)
-		if (held[i])
-			shim_sock_put(held[i]);
-	if (p != stack)
-		free(p);
-	if (held != held_stack)
-		free(held);
+	held_release(&h);
 	return r;
 }
 
@@ -199,8 +231,24 @@ static int poll_now(struct pollfd *fds, nfds_t nfds)
 	return r;
 }
 
+static void watch_release(void *w)
+{
+	shim_watch_done(w);
+}
+
+static int watch_wait(struct watch *w, int timeout_ms, const sigset_t *mask)
+{
+	int r;
+
+	pthread_cleanup_push(watch_release, w);
+	r = shim_watch_wait(w, timeout_ms, mask);
+	pthread_cleanup_pop(0);
+	return r;
+}
+
 /* poll over a set holding an epoll fd with RDMA fds in it: look, sleep on
- * everything that can change the answer, look again. */
+ * everything that can change the answer, look again.  (A thread cancelled
+ * in the sleep gives back what it watched.) */
 static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		       const sigset_t *mask)
 {
@@ -219,7 +267,7 @@ static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		}
 		r = watch_fds(fds, nfds, &w);
 		if (!r)
-			r = shim_watch_wait(&w, left, mask);
+			r = watch_wait(&w, left, mask);
 		shim_watch_done(&w);
 		if (r < 0)
 			return r;

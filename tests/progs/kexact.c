@@ -94,7 +94,7 @@ static const char *rstr(long r, char *buf, size_t len)
 
 static void sleep_ms(int ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -108,7 +108,7 @@ struct pair {
 
 static int accept_wait(void)
 {
-	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	struct pollfd p = {.fd = lfd, .events = POLLIN};
 
 	if (poll(&p, 1, 10000) != 1)
 		return -1;
@@ -119,7 +119,8 @@ static int mkpair(struct pair *p)
 {
 	p->s = -1;
 	p->c = socket(AF_INET, SOCK_STREAM, 0);
-	if (p->c < 0 || connect(p->c, (struct sockaddr *)&laddr, sizeof(laddr)) < 0) {
+	if (p->c < 0 ||
+	    connect(p->c, (struct sockaddr *)&laddr, sizeof(laddr)) < 0) {
 		say("pair: connect: %s", en(errno));
 		if (p->c >= 0)
 			close(p->c);
@@ -152,7 +153,7 @@ static void set_nb(int fd, bool on)
 
 static bool wait_readable(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	return poll(&p, 1, 10000) == 1;
 }
@@ -167,9 +168,9 @@ static void on_sig(int sig)
 	handled++;
 }
 
-static void catch(int sig, int flags)
+static void catch (int sig, int flags)
 {
-	struct sigaction sa = { .sa_handler = on_sig, .sa_flags = flags };
+	struct sigaction sa = {.sa_handler = on_sig, .sa_flags = flags};
 
 	sigemptyset(&sa.sa_mask);
 	sigaction(sig, &sa, NULL);
@@ -187,10 +188,10 @@ static void uncatch(int sig)
  */
 static timer_t thread_timer(int period_ms)
 {
-	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID,
-				.sigev_signo = SIGALRM };
-	struct itimerspec its = { { 0, period_ms * 1000000L },
-				  { 0, period_ms * 1000000L } };
+	struct sigevent sev = {.sigev_notify = SIGEV_THREAD_ID,
+			       .sigev_signo = SIGALRM};
+	struct itimerspec its = {{0, period_ms * 1000000L},
+				 {0, period_ms * 1000000L}};
 	timer_t t;
 
 	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
@@ -220,7 +221,8 @@ static void *later_main(void *arg)
 	sleep_ms(l->delay_ms);
 	if (l->conn) {
 		l->fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(l->fd, (struct sockaddr *)&laddr, sizeof(laddr)) < 0)
+		if (connect(l->fd, (struct sockaddr *)&laddr, sizeof(laddr)) <
+		    0)
 			say("later: connect: %s", en(errno));
 	} else if (send(l->fd, l->msg, strlen(l->msg), MSG_NOSIGNAL) < 0) {
 		say("later: send: %s", en(errno));
@@ -230,13 +232,13 @@ static void *later_main(void *arg)
 
 static void later_start(struct later *l, int fd, const char *msg, int delay_ms)
 {
-	*l = (struct later){ .fd = fd, .msg = msg, .delay_ms = delay_ms };
+	*l = (struct later){.fd = fd, .msg = msg, .delay_ms = delay_ms};
 	pthread_create(&l->th, NULL, later_main, l);
 }
 
 static void later_connect(struct later *l, int delay_ms)
 {
-	*l = (struct later){ .fd = -1, .delay_ms = delay_ms, .conn = 1 };
+	*l = (struct later){.fd = -1, .delay_ms = delay_ms, .conn = 1};
 	pthread_create(&l->th, NULL, later_main, l);
 }
 
@@ -260,7 +262,7 @@ static void pending_one(const char *what, int fd, int ep)
 	sigemptyset(&block);
 	sigaddset(&block, SIGUSR1);
 	sigemptyset(&empty);
-	catch(SIGUSR1, 0);
+	catch (SIGUSR1, 0);
 	pthread_sigmask(SIG_BLOCK, &block, NULL);
 	raise(SIGUSR1);
 	t0 = now_ms();
@@ -269,13 +271,13 @@ static void pending_one(const char *what, int fd, int ep)
 
 		r = epoll_pwait(ep, &ev, 1, 3000, &empty);
 	} else if (!strcmp(what, "ppoll")) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		struct timespec ts = { 3, 0 };
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		struct timespec ts = {3, 0};
 
 		r = ppoll(&p, 1, &ts, &empty);
 	} else {
 		fd_set rd;
-		struct timespec ts = { 3, 0 };
+		struct timespec ts = {3, 0};
 
 		FD_ZERO(&rd);
 		FD_SET(fd, &rd);
@@ -291,7 +293,7 @@ static void pending_one(const char *what, int fd, int ep)
 static void case_pending(void)
 {
 	struct pair p;
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = {.events = EPOLLIN};
 	int ep;
 
 	if (mkpair(&p))
@@ -322,11 +324,12 @@ static void restart_recv(const char *what, int flags, int rcvtimeo_ms)
 	if (mkpair(&p))
 		return;
 	if (rcvtimeo_ms) {
-		struct timeval tv = { rcvtimeo_ms / 1000, (rcvtimeo_ms % 1000) * 1000 };
+		struct timeval tv = {rcvtimeo_ms / 1000,
+				     (rcvtimeo_ms % 1000) * 1000};
 
 		setsockopt(p.s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	catch(SIGALRM, flags);
+	catch (SIGALRM, flags);
 	later_start(&l, p.c, "x", 500);
 	t = thread_timer(50);
 	t0 = now_ms();
@@ -347,14 +350,15 @@ static void restart_accept(void)
 	int64_t t0;
 	int fd;
 
-	catch(SIGALRM, SA_RESTART);
+	catch (SIGALRM, SA_RESTART);
 	later_connect(&l, 500);
 	t = thread_timer(50);
 	t0 = now_ms();
 	fd = accept(lfd, NULL, NULL);
 	say("accept, SA_RESTART, peer connects after 0.5 s -> %s after %s, "
 	    "interrupted %s",
-	    fd >= 0 ? "fd" : en(errno), dur(now_ms() - t0), handled ? "yes" : "no");
+	    fd >= 0 ? "fd" : en(errno), dur(now_ms() - t0),
+	    handled ? "yes" : "no");
 	timer_delete(t);
 	uncatch(SIGALRM);
 	later_join(&l);
@@ -379,15 +383,18 @@ static const char *ev_str(uint32_t m, char *buf, size_t len)
 	static const struct {
 		uint32_t bit;
 		const char *name;
-	} names[] = { { EPOLLIN, "IN" },   { EPOLLOUT, "OUT" }, { EPOLLERR, "ERR" },
-		      { EPOLLHUP, "HUP" }, { EPOLLRDHUP, "RDHUP" } };
+	} names[] = {{EPOLLIN, "IN"},
+		     {EPOLLOUT, "OUT"},
+		     {EPOLLERR, "ERR"},
+		     {EPOLLHUP, "HUP"},
+		     {EPOLLRDHUP, "RDHUP"}};
 	size_t o = 0;
 
 	buf[0] = 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (m & names[i].bit)
-			o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? "|" : "",
-					      names[i].name);
+			o += (size_t)snprintf(buf + o, len - o, "%s%s",
+					      o ? "|" : "", names[i].name);
 	if (!o)
 		snprintf(buf, len, "none");
 	return buf;
@@ -413,7 +420,7 @@ static void case_hup_out(void)
 {
 	char b1[64], n[24];
 	struct pair p;
-	struct epoll_event ev = { .events = EPOLLOUT }, got = { 0 };
+	struct epoll_event ev = {.events = EPOLLOUT}, got = {0};
 	struct pollfd pf;
 	int64_t t0;
 	int ep, r;
@@ -429,16 +436,19 @@ static void case_hup_out(void)
 	p.s = -1;
 	t0 = now_ms();
 	r = epoll_wait(ep, &got, 1, 5000);
-	say("peer closed with data unread: epoll_wait(OUT only) -> %d %s after %s", r,
-	    r > 0 ? ev_str(got.events, b1, sizeof(b1)) : "-", dur(now_ms() - t0));
-	pf = (struct pollfd){ .fd = p.c, .events = POLLOUT };
+	say("peer closed with data unread: epoll_wait(OUT only) -> %d %s after "
+	    "%s",
+	    r, r > 0 ? ev_str(got.events, b1, sizeof(b1)) : "-",
+	    dur(now_ms() - t0));
+	pf = (struct pollfd){.fd = p.c, .events = POLLOUT};
 	t0 = now_ms();
 	r = poll(&pf, 1, 5000);
 	say("poll(POLLOUT only) -> %d %s after %s", r,
 	    ev_str((uint32_t)pf.revents, b1, sizeof(b1)), dur(now_ms() - t0));
-	pf = (struct pollfd){ .fd = p.c, .events = 0 };
+	pf = (struct pollfd){.fd = p.c, .events = 0};
 	r = poll(&pf, 1, 5000);
-	say("poll(no events) -> %d %s", r, ev_str((uint32_t)pf.revents, b1, sizeof(b1)));
+	say("poll(no events) -> %d %s", r,
+	    ev_str((uint32_t)pf.revents, b1, sizeof(b1)));
 	r = (int)send(p.c, "x", 1, MSG_NOSIGNAL);
 	say("then a send -> %s", r < 0 ? "fails" : rstr(r, n, sizeof(n)));
 	close(ep);
@@ -456,7 +466,8 @@ static void case_shut_rd(void)
 		return;
 	send(p.c, "hello", 5, 0);
 	wait_readable(p.s);
-	say("shutdown(SHUT_RD) -> %s", shutdown(p.s, SHUT_RD) ? en(errno) : "ok");
+	say("shutdown(SHUT_RD) -> %s",
+	    shutdown(p.s, SHUT_RD) ? en(errno) : "ok");
 	r = recv(p.s, buf, sizeof(buf), 0);
 	say("recv with 5 bytes queued -> %s", rstr(r, n, sizeof(n)));
 	r = recv(p.s, buf, sizeof(buf), 0);
@@ -476,7 +487,8 @@ static void case_recv0(void)
 	if (mkpair(&p))
 		return;
 	r = recv(p.s, buf, 0, MSG_DONTWAIT);
-	say("recv(0, MSG_DONTWAIT), nothing queued -> %s", rstr(r, n, sizeof(n)));
+	say("recv(0, MSG_DONTWAIT), nothing queued -> %s",
+	    rstr(r, n, sizeof(n)));
 	later_start(&l, p.c, "ab", 300);
 	t0 = now_ms();
 	r = recv(p.s, buf, 0, 0);
@@ -489,7 +501,8 @@ static void case_recv0(void)
 	later_start(&l, p.c, "cd", 300);
 	t0 = now_ms();
 	r = recv(p.s, buf, 4, MSG_PEEK | MSG_WAITALL);
-	say("recv(4, PEEK|WAITALL), 2 queued, 2 more after 0.3 s -> %s \"%.*s\" after %s",
+	say("recv(4, PEEK|WAITALL), 2 queued, 2 more after 0.3 s -> %s "
+	    "\"%.*s\" after %s",
 	    rstr(r, n, sizeof(n)), r > 0 ? (int)r : 0, buf, dur(now_ms() - t0));
 	later_join(&l);
 	r = recv(p.s, buf, 4, MSG_WAITALL);
@@ -517,7 +530,7 @@ static void *drip_main(void *arg)
 
 static void case_timeo(void)
 {
-	struct timeval tv = { 0, 300000 };
+	struct timeval tv = {0, 300000};
 	char buf[16], n[24];
 	struct pair p;
 	struct drip d;
@@ -532,8 +545,10 @@ static void case_timeo(void)
 	pthread_create(&d.th, NULL, drip_main, &d);
 	t0 = now_ms();
 	r = recv(p.s, buf, 10, MSG_WAITALL);
-	say("recv(10, WAITALL), SO_RCVTIMEO 0.3 s, a byte every 0.1 s -> %s after %s",
-	    r > 0 && r < 10 ? "part" : rstr(r, n, sizeof(n)), dur(now_ms() - t0));
+	say("recv(10, WAITALL), SO_RCVTIMEO 0.3 s, a byte every 0.1 s -> %s "
+	    "after %s",
+	    r > 0 && r < 10 ? "part" : rstr(r, n, sizeof(n)),
+	    dur(now_ms() - t0));
 	pthread_join(d.th, NULL);
 	unpair(&p);
 
@@ -544,7 +559,7 @@ static void case_timeo(void)
 	    fd >= 0 ? "fd" : en(errno), dur(now_ms() - t0));
 	if (fd >= 0)
 		close(fd);
-	tv = (struct timeval){ 0, 0 };
+	tv = (struct timeval){0, 0};
 	setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
@@ -561,7 +576,7 @@ static int listener2(struct sockaddr_in *a)
 	if (bind(l, (struct sockaddr *)a, sizeof(*a)) < 0 || listen(l, 8) < 0 ||
 	    getsockname(l, (struct sockaddr *)a, &len) < 0)
 		say("listener2: %s", en(errno));
-	p = (struct pollfd){ .fd = l, .events = POLLIN };
+	p = (struct pollfd){.fd = l, .events = POLLIN};
 	poll(&p, 1, 0);
 	return l;
 }
@@ -573,7 +588,7 @@ static int listener2(struct sockaddr_in *a)
  */
 static void case_lclose(void)
 {
-	struct timeval tv = { 3, 0 };
+	struct timeval tv = {3, 0};
 	struct sockaddr_in a;
 	char buf[8];
 	int64_t t0;
@@ -585,12 +600,14 @@ static void case_lclose(void)
 		for (int i = 0; i < 2; i++) {
 			c[i] = socket(AF_INET, SOCK_STREAM, 0);
 			r = connect(c[i], (struct sockaddr *)&a, sizeof(a));
-			say("connect %d to a listener that never accepts -> %s", i,
-			    r ? en(errno) : "ok");
-			setsockopt(c[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			say("connect %d to a listener that never accepts -> %s",
+			    i, r ? en(errno) : "ok");
+			setsockopt(c[i], SOL_SOCKET, SO_RCVTIMEO, &tv,
+				   sizeof(tv));
 		}
 		if (how)
-			say("shutdown(listener) -> %s", shutdown(l, SHUT_RDWR) ? en(errno) : "ok");
+			say("shutdown(listener) -> %s",
+			    shutdown(l, SHUT_RDWR) ? en(errno) : "ok");
 		else
 			close(l);
 		for (int i = 0; i < 2; i++) {
@@ -598,14 +615,17 @@ static void case_lclose(void)
 			r = recv(c[i], buf, sizeof(buf), 0);
 			say("%s: queued client %d's recv -> %s after %s",
 			    how ? "shutdown" : "close", i,
-			    r == 0 || (r < 0 && errno == ECONNRESET) ? "ended" :
-			    r < 0 ? en(errno) : "data", dur(now_ms() - t0));
+			    r == 0 || (r < 0 && errno == ECONNRESET) ? "ended"
+			    : r < 0				     ? en(errno)
+								     : "data",
+			    dur(now_ms() - t0));
 			close(c[i]);
 		}
 		if (how) {
 			c[0] = socket(AF_INET, SOCK_STREAM, 0);
 			r = connect(c[0], (struct sockaddr *)&a, sizeof(a));
-			say("connect after shutdown -> %s", r ? en(errno) : "ok");
+			say("connect after shutdown -> %s",
+			    r ? en(errno) : "ok");
 			close(c[0]);
 			close(l);
 		}
@@ -618,6 +638,62 @@ static void *recv_main(void *arg)
 
 	recv(*(int *)arg, &b, 1, 0);
 	return NULL;
+}
+
+static void *poll_main(void *arg)
+{
+	struct pollfd p = {.fd = *(int *)arg, .events = POLLIN};
+
+	poll(&p, 1, -1);
+	return NULL;
+}
+
+static void *epwait_main(void *arg)
+{
+	int ep = ((int *)arg)[1];
+	struct epoll_event ev;
+
+	epoll_wait(ep, &ev, 1, -1);
+	return NULL;
+}
+
+/*
+ * pthread_cancel of a thread blocked in poll or epoll_wait on a connection:
+ * it ends at once, and the socket's close then ends the connection for the
+ * peer (the wait's hold on it went with the thread).
+ */
+static void cancel_in(const char *what, void *(*fn)(void *))
+{
+	struct timeval tv = {3, 0};
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct timespec dl;
+	struct pair p;
+	pthread_t th;
+	int arg[2], r;
+	char buf[8], n[24];
+	int64_t t0;
+
+	if (mkpair(&p))
+		return;
+	arg[0] = p.s;
+	arg[1] = epoll_create1(EPOLL_CLOEXEC);
+	epoll_ctl(arg[1], EPOLL_CTL_ADD, p.s, &ev);
+	pthread_create(&th, NULL, fn, arg);
+	t0 = now_ms();
+	pthread_cancel(th);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 3;
+	r = pthread_timedjoin_np(th, NULL, &dl);
+	say("cancel a thread blocked in %s -> %s after %s", what,
+	    r ? "not joined" : "joined", dur(now_ms() - t0));
+	close(arg[1]);
+	close(p.s);
+	p.s = -1;
+	setsockopt(p.c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	r = (int)recv(p.c, buf, sizeof(buf), 0);
+	say("close of the socket it waited on: its peer reads -> %s",
+	    r == 0 ? "EOF" : rstr(r, n, sizeof(n)));
+	unpair(&p);
 }
 
 static long cpu_ms(void)
@@ -636,7 +712,7 @@ static long cpu_ms(void)
  */
 static void case_cancel(void)
 {
-	struct timeval tv = { 3, 0 };
+	struct timeval tv = {3, 0};
 	struct timespec dl;
 	struct pair p1, p2;
 	struct later l;
@@ -653,8 +729,8 @@ static void case_cancel(void)
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += 3;
 	r = pthread_timedjoin_np(th, NULL, &dl);
-	say("cancel a thread blocked in recv -> %s after %s", r ? "not joined" : "joined",
-	    dur(now_ms() - t0));
+	say("cancel a thread blocked in recv -> %s after %s",
+	    r ? "not joined" : "joined", dur(now_ms() - t0));
 	later_start(&l, p2.c, "x", 500);
 	c0 = cpu_ms();
 	t0 = now_ms();
@@ -671,12 +747,14 @@ static void case_cancel(void)
 	    r == 0 ? "EOF" : rstr(r, n, sizeof(n)));
 	unpair(&p1);
 	unpair(&p2);
+	cancel_in("poll", poll_main);
+	cancel_in("epoll_wait", epwait_main);
 }
 
 /* A copy of an epoll fd made by fcntl(F_DUPFD) is the same epoll set. */
 static void case_epdup(void)
 {
-	struct epoll_event ev = { .events = EPOLLIN }, got;
+	struct epoll_event ev = {.events = EPOLLIN}, got;
 	struct pair p;
 	struct later l;
 	int64_t t0;
@@ -722,8 +800,8 @@ static void pattern(unsigned char *p, size_t n, unsigned seed)
 static void case_syscall(void)
 {
 	char buf[16], n[24];
-	struct iovec v = { .iov_base = buf, .iov_len = sizeof(buf) };
-	struct msghdr m = { .msg_iov = &v, .msg_iovlen = 1 };
+	struct iovec v = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
 	struct pair p;
 	long r;
 
@@ -874,13 +952,12 @@ static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = {
-	{ "epdup", case_epdup },     { "cancel", case_cancel },
-	{ "lclose", case_lclose },
-	{ "pending", case_pending }, { "restart", case_restart },
-	{ "hup-out", case_hup_out }, { "shut-rd", case_shut_rd },
-	{ "recv0", case_recv0 },     { "timeo", case_timeo },
-	{ "syscall", case_syscall }, { "fdopen", case_fdopen },
-	{ "splice", case_splice },
+    {"epdup", case_epdup},     {"cancel", case_cancel},
+    {"lclose", case_lclose},   {"pending", case_pending},
+    {"restart", case_restart}, {"hup-out", case_hup_out},
+    {"shut-rd", case_shut_rd}, {"recv0", case_recv0},
+    {"timeo", case_timeo},     {"syscall", case_syscall},
+    {"fdopen", case_fdopen},   {"splice", case_splice},
 };
 
 static void *watchdog(void *arg)

@@ -12,8 +12,9 @@
 #   shut-rd  queued data still reads after shutdown(SHUT_RD), then EOF
 #   recv0    zero-length reads; MSG_PEEK|MSG_WAITALL
 #   timeo    SO_RCVTIMEO bounds a whole MSG_WAITALL recv and an accept
-#   cancel   pthread_cancel of a thread blocked in recv: it ends at once, the
-#            process's later waits still sleep, the socket's close ends it
+#   cancel   pthread_cancel of a thread blocked in recv, poll or epoll_wait:
+#            it ends at once, the process's later waits still sleep, the
+#            socket's close ends the connection
 #   epdup    a copy of an epoll fd made by fcntl(F_DUPFD) is the same set
 #   lclose   close/shutdown of a listener with connections queued: their
 #            clients see the end at once; nothing is accepted after shutdown
