@@ -107,15 +107,12 @@ void shim_sock_attach(struct shim_sock *s, int kind, int rs)
 	__atomic_add_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 }
 
-void shim_sock_put(struct shim_sock *s)
+/* The last reference went: the rsocket closes, the sock goes to the pool.
+ * Out of line, so that shim_sock_put's common case sets up no frame. */
+static __attribute__((noinline)) void sock_release(struct shim_sock *s)
 {
-	if (shim_sock_is_sentinel(s))
-		return;
-	int e;
+	int e = errno; /* a caller's errno survives the last reference */
 
-	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL))
-		return;
-	e = errno;	   /* a caller's errno survives the last reference */
 	shim_sock_used(s); /* uncounts a fresh one */
 	if (s->epset)
 		shim_epoll_free(s->epset);
@@ -133,6 +130,14 @@ void shim_sock_put(struct shim_sock *s)
 	pool = s;
 	pool_unlock();
 	errno = e;
+}
+
+void shim_sock_put(struct shim_sock *s)
+{
+	if (shim_sock_is_sentinel(s))
+		return;
+	if (!__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL))
+		sock_release(s);
 }
 
 struct shim_sock *shim_sock_ref(int fd)
