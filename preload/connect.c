@@ -373,7 +373,10 @@ SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 			return shim_stat_kconnect(fd, addr.__sockaddr__, len);
 		return REAL(connect)(fd, addr, len);
 	}
-	if (unlikely(!shim_sock_tryget(fd, s)))
+	if (unlikely(
+		!shim_sock_tryget(fd, s,
+				  SHIM_SK_ANY & ~(SHIM_SK(SHIM_SK_INTERNAL) |
+						  SHIM_SK(SHIM_SK_RELAY)))))
 		return connect(fd, addr, len); /* a close() came first */
 	r = connect_held(fd, s, addr.__sockaddr__, len);
 	shim_sock_put(s);

@@ -291,7 +291,7 @@ static int get_set(int epfd, struct ep_set **out, struct shim_sock **held)
 again:
 	es = shim_fd_get(epfd);
 	if (es && es->kind == SHIM_SK_EPOLL) {
-		if (!shim_sock_tryget(epfd, es))
+		if (!shim_sock_tryget(epfd, es, SHIM_SK(SHIM_SK_EPOLL)))
 			goto again; /* a close() came first */
 		*held = es;
 		*out = es->epset;
@@ -350,19 +350,28 @@ void shim_epoll_fork_child(void)
 	}
 }
 
+/*
+ * The registrations go while the set is still found by for_each_reg_of
+ * (sets_lock held throughout): a registered fd closed meanwhile either
+ * finds its registration here or finds it gone, never a set that is
+ * leaving with it (the fd's sock could be released while this still
+ * pointed at it).
+ */
 void shim_epoll_free(struct ep_set *set)
 {
 	struct ep_set **pp;
 
 	pthread_mutex_lock(&sets_lock);
+	pthread_mutex_lock(&set->lock);
+	while (set->regs)
+		reg_unlink(set, &set->regs);
+	pthread_mutex_unlock(&set->lock);
 	for (pp = &all_sets; *pp; pp = &(*pp)->next_set)
 		if (*pp == set) {
 			*pp = set->next_set;
 			break;
 		}
 	pthread_mutex_unlock(&sets_lock);
-	while (set->regs)
-		reg_unlink(set, &set->regs);
 	set->direct_waiters = 0;
 	reap_locked(set);
 	if (set->wake_fd >= 0)
@@ -1452,7 +1461,8 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		es = shim_fd_get(epfd);                                        \
 		if (likely(!es || es->kind != SHIM_SK_EPOLL || shim_in_lib())) \
 			return real_call;                                      \
-	} while (unlikely(!shim_sock_tryget(epfd, es)));                       \
+	} while (                                                              \
+	    unlikely(!shim_sock_tryget(epfd, es, SHIM_SK(SHIM_SK_EPOLL))));    \
 	r = wait_slow(es, evs, max, timeout, sigmask);                         \
 	shim_sock_put(es);                                                     \
 	return (int)shim_ret(r)

@@ -253,13 +253,19 @@ void shim_handover_prepare(void)
 		int64_t t0;
 		int err;
 
+		/* held: another thread's dup2 onto fd may release s */
+		if (!s || s->kind != SHIM_SK_RDMA ||
+		    !shim_sock_tryget((int)fd, s, SHIM_SK(SHIM_SK_RDMA)))
+			continue;
 		/* a dup'ed connection (fd refs > 1) stays: the child's
 		 * copies are bare, as before */
-		if (!s || s->kind != SHIM_SK_RDMA ||
-		    !__atomic_load_n(&s->fresh, __ATOMIC_ACQUIRE) ||
+		if (!__atomic_load_n(&s->fresh, __ATOMIC_ACQUIRE) ||
 		    __atomic_load_n(&s->fdrefs, __ATOMIC_ACQUIRE) != 1 ||
-		    __atomic_load_n(&s->ep_regs, __ATOMIC_ACQUIRE) || !claim(s))
+		    __atomic_load_n(&s->ep_regs, __ATOMIC_ACQUIRE) ||
+		    !claim(s)) {
+			shim_sock_put(s);
 			continue;
+		}
 		t0 = shim_now_us();
 		err = hand_over((int)fd, s);
 		if (err) {
@@ -275,6 +281,7 @@ void shim_handover_prepare(void)
 				  (int)fd, (long long)(shim_now_us() - t0),
 				  (int)getpid());
 		}
+		shim_sock_put(s);
 	}
 }
 

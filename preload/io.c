@@ -546,7 +546,7 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 #define RDMA_CALL(fd, s, expr, again)                                          \
 	({                                                                     \
 		ssize_t r_;                                                    \
-		if (unlikely(!shim_sock_tryget(fd, s)))                        \
+		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA)))) \
 			return again;                                          \
 		r_ = (expr);                                                   \
 		shim_sock_put(s);                                              \

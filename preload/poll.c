@@ -152,21 +152,40 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	return r;
 }
 
+/* s, held: an epoll fd whose set emulates something. */
 static bool is_epoll_emul(const struct shim_sock *s)
 {
 	return s && s->kind == SHIM_SK_EPOLL && shim_epoll_emulating(s->epset);
 }
 
-static bool is_ours(const struct shim_sock *s)
+/* The same for fd, looked up: its set is read under a reference (a
+ * close() in another thread frees it with the sock). */
+static bool epoll_emul_fd(int fd)
 {
+	struct shim_sock *s = shim_fd_get(fd);
+	bool emul;
+
+	if (!s || s->kind != SHIM_SK_EPOLL)
+		return false;
+	s = shim_sock_ref(fd);
+	emul = is_epoll_emul(s);
+	if (s)
+		shim_sock_put(s);
+	return emul;
+}
+
+static bool is_ours(int fd)
+{
+	struct shim_sock *s = shim_fd_get(fd);
+
 	return s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN ||
-		     is_epoll_emul(s));
+		     epoll_emul_fd(fd));
 }
 
 static bool any_ours(const struct pollfd *fds, nfds_t nfds)
 {
 	for (nfds_t i = 0; i < nfds; i++)
-		if (is_ours(shim_fd_get(fds[i].fd)))
+		if (is_ours(fds[i].fd))
 			return true;
 	return false;
 }
@@ -277,7 +296,7 @@ static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 static bool any_epoll_emul(const struct pollfd *fds, nfds_t nfds)
 {
 	for (nfds_t i = 0; i < nfds; i++)
-		if (is_epoll_emul(shim_fd_get(fds[i].fd)))
+		if (epoll_emul_fd(fds[i].fd))
 			return true;
 	return false;
 }
@@ -382,7 +401,7 @@ static int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e,
 			memcpy(p, stack, sizeof(stack));
 		}
 		p[n++] = (struct pollfd){.fd = fd, .events = ev};
-		ours |= is_ours(shim_fd_get(fd));
+		ours |= is_ours(fd);
 	}
 	if (!ours)
 		goto out;

@@ -66,7 +66,18 @@ static void pool_poison(struct shim_sock *s, bool on)
 }
 #endif
 
-/* In a fork child: a thread of the parent may have held the lock. */
+/* Held across fork by the forking thread (fork.c), so that no other
+ * thread's half-done pool step is copied into the child. */
+void shim_sock_fork_prepare(void)
+{
+	pool_lock();
+}
+
+void shim_sock_fork_parent(void)
+{
+	pool_unlock();
+}
+
 void shim_sock_fork_child(void)
 {
 	pool_busy = 0;
@@ -151,7 +162,7 @@ struct shim_sock *shim_sock_ref(int fd)
 		s = shim_fd_get(fd);
 		if (!s || shim_sock_is_sentinel(s))
 			return NULL;
-	} while (!shim_sock_tryget(fd, s));
+	} while (!shim_sock_tryget(fd, s, SHIM_SK_ANY));
 	/* The reference before the handover check: a handover raises
 	 * handed, then counts the references (handover.c), so one of the
 	 * two sees the other (tryget's increment is seq_cst). */

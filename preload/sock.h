@@ -103,14 +103,22 @@ static inline void shim_sock_get(struct shim_sock *s)
 	 * with a caller's increment here and its load of handed after */
 	__atomic_add_fetch(&s->refs, 1, __ATOMIC_SEQ_CST);
 }
+void shim_sock_put(struct shim_sock *s);
+/* Kind sets for shim_sock_tryget. */
+#define SHIM_SK(k) (1u << (k))
+#define SHIM_SK_ANY (~0u)
+
 /*
- * A reference to s, which the caller found on fd without one; false when a
- * concurrent close() released s meanwhile or fd no longer names it (the
- * caller then starts its call over from the fd table).  Safe on a released
+ * A reference to s, which the caller found on fd without one and whose
+ * kind it then read as one of kinds (SHIM_SK() bits); false when a
+ * concurrent close() released s meanwhile, fd no longer names it, or s is
+ * now of another kind -- a released sock comes back from the pool, often
+ * on the same fd number (the lowest free one), as a new socket.  The
+ * caller then starts its call over from the fd table.  Safe on a released
  * sock: socks are type-stable.
  */
-void shim_sock_put(struct shim_sock *s);
-static inline bool shim_sock_tryget(int fd, struct shim_sock *s)
+static inline bool shim_sock_tryget(int fd, struct shim_sock *s,
+				    unsigned int kinds)
 {
 	int r = __atomic_load_n(&s->refs, __ATOMIC_RELAXED);
 
@@ -121,12 +129,17 @@ static inline bool shim_sock_tryget(int fd, struct shim_sock *s)
 			return false;
 	} while (!__atomic_compare_exchange_n(
 	    &s->refs, &r, r + 1, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
-	if (likely(shim_fd_get(fd) == s))
+	if (likely(
+		shim_fd_get(fd) == s &&
+		(SHIM_SK(__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE)) & kinds)))
 		return true;
 	shim_sock_put(s);
 	return false;
 }
-/* In a fork child: the pool's lock made anew. */
+/* The pool's lock across fork (fork.c): taken before, released in the
+ * parent, made anew in the child. */
+void shim_sock_fork_prepare(void);
+void shim_sock_fork_parent(void);
 void shim_sock_fork_child(void);
 /* RDMA connections not used yet (handover.c): 0 keeps fork cheap. */
 extern int shim_fresh_conns;
@@ -167,8 +180,11 @@ void shim_fd_install(int fd, struct shim_sock *s);
  * reused. */
 static inline void shim_fd_forget(int fd, struct shim_sock *s)
 {
-	if (unlikely(s->kind == SHIM_SK_RDMA))
+	if (unlikely(s->kind == SHIM_SK_RDMA) &&
+	    shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA))) {
 		(void)shim_sock_usable(s);
+		shim_sock_put(s);
+	}
 	shim_fd_install(fd, NULL);
 }
 

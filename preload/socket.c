@@ -130,7 +130,8 @@ SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 
 	if (likely(!s || s->kind == SHIM_SK_INTERNAL))
 		return REAL(bind)(fd, addr, len);
-	if (unlikely(!shim_sock_tryget(fd, s)))
+	if (unlikely(!shim_sock_tryget(
+		fd, s, SHIM_SK_ANY & ~SHIM_SK(SHIM_SK_INTERNAL))))
 		return bind(fd, addr, len); /* a close() came first */
 	r = bind_slow(fd, s, addr.__sockaddr__, len);
 	shim_sock_put(s);
@@ -337,13 +338,16 @@ static bool door_give_way(uint16_t port)
 		uint16_t p;
 
 		if (!s || s->kind != SHIM_SK_LISTEN ||
-		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) !=
-			SHIM_DOOR_OPEN)
-			continue;
-		p = shim_addr_port((struct sockaddr *)&s->local);
-		if (!p || shim_rdma_port(p) != port ||
 		    !(s = shim_sock_ref((int)fd)))
 			continue;
+		p = shim_addr_port((struct sockaddr *)&s->local);
+		if (s->kind != SHIM_SK_LISTEN ||
+		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) !=
+			SHIM_DOOR_OPEN ||
+		    !p || shim_rdma_port(p) != port) {
+			shim_sock_put(s);
+			continue;
+		}
 		shim_listen_door_shut(s);
 		shim_info(
 		    "fd %d: its RDMA listener on port %u gives way to the "
@@ -363,16 +367,12 @@ void shim_listen_door_port(uint16_t port)
 	for (unsigned int fd = 0; fd < span; fd++) {
 		struct shim_sock *s = shim_fd_get((int)fd);
 
-		if (s && s->kind == SHIM_SK_LISTEN &&
-		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) ==
-			SHIM_DOOR_NONE &&
-		    shim_addr_port((struct sockaddr *)&s->local) == port) {
-			s = shim_sock_ref((int)fd);
-			if (s) {
-				shim_listen_door(s);
-				shim_sock_put(s);
-			}
-		}
+		if (!s || s->kind != SHIM_SK_LISTEN ||
+		    !(s = shim_sock_ref((int)fd)))
+			continue;
+		if (shim_addr_port((struct sockaddr *)&s->local) == port)
+			shim_listen_door(s); /* if none yet */
+		shim_sock_put(s);
 	}
 }
 
@@ -385,7 +385,7 @@ SHIM_EXPORT int listen(int fd, int backlog)
 
 	if (likely(!s || s->kind != SHIM_SK_TCP))
 		return REAL(listen)(fd, backlog);
-	if (unlikely(!shim_sock_tryget(fd, s)))
+	if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_TCP))))
 		return listen(fd, backlog); /* a close() came first */
 	r = listen_held(fd, s, backlog);
 	shim_sock_put(s);
@@ -677,7 +677,7 @@ SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 		errno = EINVAL;
 		return -1;
 	}
-	if (unlikely(!shim_sock_tryget(fd, s)))
+	if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_LISTEN))))
 		return accept4(fd, addr, len, flags); /* a close() came first */
 	return (int)shim_ret(accept_slow(fd, s, addr.__sockaddr__, len, flags));
 }
@@ -700,7 +700,8 @@ SHIM_EXPORT int shutdown(int fd, int how)
 		   (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN)))
 		return REAL(shutdown)(fd, how);
 	/* a reference first, then the handover check (handover.c) */
-	if (unlikely(!shim_sock_tryget(fd, s)))
+	if (unlikely(!shim_sock_tryget(
+		fd, s, SHIM_SK(SHIM_SK_RDMA) | SHIM_SK(SHIM_SK_LISTEN))))
 		return shutdown(fd, how); /* a close() came first */
 	if (s->kind == SHIM_SK_LISTEN) {
 		/* No RDMA connection is accepted after it, as no TCP one is:
@@ -759,7 +760,8 @@ SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 
 	if (likely(!shim_sock_names(s)))
 		return REAL(getsockname)(fd, addr, len);
-	if (unlikely(!shim_sock_tryget(fd, s)))
+	if (unlikely(!shim_sock_tryget(
+		fd, s, SHIM_SK(SHIM_SK_RDMA) | SHIM_SK(SHIM_SK_RELAY))))
 		return getsockname(fd, addr, len); /* a close() came first */
 	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0) {
 		shim_sock_put(s);
@@ -778,7 +780,8 @@ SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 
 	if (likely(!shim_sock_names(s)))
 		return REAL(getpeername)(fd, addr, len);
-	if (unlikely(!shim_sock_tryget(fd, s)))
+	if (unlikely(!shim_sock_tryget(
+		fd, s, SHIM_SK(SHIM_SK_RDMA) | SHIM_SK(SHIM_SK_RELAY))))
 		return getpeername(fd, addr, len); /* a close() came first */
 	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0) {
 		shim_sock_put(s);
@@ -841,7 +844,7 @@ void shim_fd_share(int oldfd, int newfd)
 		s = NULL; /* a copy of stderr is the program's own fd */
 	/* oldfd closed by another thread since the dup: newfd keeps the
 	 * kernel's socket, which the shim lets go of with oldfd */
-	if (s && !shim_sock_tryget(oldfd, s))
+	if (s && !shim_sock_tryget(oldfd, s, SHIM_SK_ANY))
 		s = NULL;
 	if (newfd == 2 && !s && shim_fd_get(2) == &shim_internal_sock) {
 		shim_log_fd_changed(2, false); /* a new stderr: keep logging */

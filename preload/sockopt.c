@@ -36,6 +36,9 @@
 #define TCP_ULP 31
 #endif
 
+#define MAYBE_RDMA                                                             \
+	(SHIM_SK(SHIM_SK_TCP) | SHIM_SK(SHIM_SK_RDMA) | SHIM_SK(SHIM_SK_LISTEN))
+
 static bool maybe_rdma(const struct shim_sock *s)
 {
 	return s && (s->kind == SHIM_SK_TCP || s->kind == SHIM_SK_RDMA ||
@@ -99,7 +102,8 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 		errno = ENOPROTOOPT;
 		return -1;
 	}
-	if (unlikely(!shim_sock_tryget(fd, s))) /* a close() came first */
+	if (unlikely(!shim_sock_tryget(fd, s,
+				       MAYBE_RDMA))) /* a close() came first */
 		return setsockopt(fd, level, name, val, len);
 	r = REAL(setsockopt)(fd, level, name, val, len);
 	if (r == 0) {
@@ -142,7 +146,8 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 	    name == SO_ERROR) {
 		int r;
 
-		if (unlikely(!shim_sock_tryget(fd, s))) /* a close() first */
+		if (unlikely(!shim_sock_tryget(
+			fd, s, SHIM_SK(SHIM_SK_RDMA)))) /* a close() first */
 			return getsockopt(fd, level, name, val, len);
 		r = so_error(s, val, len);
 		shim_sock_put(s);
@@ -209,6 +214,13 @@ static bool fcntl_ours(const struct shim_sock *s, int cmd)
 				 (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC));
 }
 
+static unsigned int fcntl_kinds(int cmd)
+{
+	return MAYBE_RDMA | (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC
+				 ? SHIM_SK(SHIM_SK_EPOLL)
+				 : 0);
+}
+
 SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 {
 	struct shim_sock *s;
@@ -218,7 +230,7 @@ SHIM_EXPORT int fcntl(int fd, int cmd, ...)
 	s = shim_fd_get(fd);
 	if (likely(!fcntl_ours(s, cmd)))
 		return REAL(fcntl)(fd, cmd, arg);
-	if (unlikely(!shim_sock_tryget(fd, s)))
+	if (unlikely(!shim_sock_tryget(fd, s, fcntl_kinds(cmd))))
 		return fcntl(fd, cmd, arg); /* a close() came first */
 	return fcntl_slow(fd, s, cmd, arg);
 }
@@ -232,7 +244,7 @@ SHIM_EXPORT int fcntl64(int fd, int cmd, ...)
 	s = shim_fd_get(fd);
 	if (likely(!fcntl_ours(s, cmd)))
 		return REAL(fcntl64)(fd, cmd, arg);
-	if (unlikely(!shim_sock_tryget(fd, s)))
+	if (unlikely(!shim_sock_tryget(fd, s, fcntl_kinds(cmd))))
 		return fcntl64(fd, cmd, arg); /* a close() came first */
 	return fcntl_slow(fd, s, cmd, arg);
 }
@@ -298,7 +310,7 @@ SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 	s = shim_fd_get(fd);
 	if (likely(!maybe_rdma(s)))
 		return REAL(ioctl)(fd, req, arg);
-	if (unlikely(!shim_sock_tryget(fd, s)))
+	if (unlikely(!shim_sock_tryget(fd, s, MAYBE_RDMA)))
 		return ioctl(fd, req, arg); /* a close() came first */
 	r = ioctl_slow(fd, s, req, arg);
 	shim_sock_put(s); /* keeps errno */

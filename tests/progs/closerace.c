@@ -12,18 +12,22 @@
  *       phase conn: RDMA_ROUNDS connections to the server
  *   In each round three threads hammer the round's fd number with setsockopt,
  *   getsockopt, fcntl (F_GETFL, F_SETFL, F_DUPFD), ioctl, getsockname,
- *   getpeername, recv/send (MSG_DONTWAIT) and epoll_ctl, while the main
- *   thread closes it and opens the next.  Every result must be one the
- *   kernel gives for a racing close: success, or EBADF, EAGAIN, ENOTCONN,
- *   EPIPE, ECONNRESET, EINVAL (bind of a bound socket), ENOENT/EEXIST
- *   (epoll), EPERM (epoll_ctl on a non-pollable fd: never here).  Prints
- *   "closerace: tcp N rounds, conn M rounds, K calls, 0 unexpected".
+ *   getpeername, recv/send (MSG_DONTWAIT), dup, epoll_ctl and poll, and the
+ *   round's own epoll fd (the fd registered in it) with epoll_wait, while
+ *   the main thread closes both and opens the next.  Every result must be
+ *   one the kernel gives when a close races the call and the number is
+ *   taken again: success, or EBADF, EAGAIN, ENOTCONN, EPIPE, ECONNRESET,
+ *   ENOENT/EEXIST (epoll_ctl), EINVAL (epoll_wait on a number that is no
+ *   epoll fd any more), ENOTSOCK/ENOTTY (a number taken by a non-socket:
+ *   the epoll fd, or one of librdmacm's own).  Prints "closerace: tcp N
+ *   rounds, conn M rounds, K calls, 0 unexpected".
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -39,7 +43,7 @@
 
 #define RACERS 3
 
-static atomic_int cur_fd = -1;
+static atomic_int cur_fd = -1, cur_ep = -1;
 static atomic_int stop;
 static atomic_long calls, unexpected;
 static int epfd;
@@ -49,7 +53,7 @@ static bool allowed(int e)
 {
 	return e == EBADF || e == EAGAIN || e == ENOTCONN || e == EPIPE ||
 	       e == ECONNRESET || e == EINVAL || e == ENOENT || e == EEXIST ||
-	       e == ENOTSOCK || e == EISCONN;
+	       e == ENOTSOCK || e == ENOTTY;
 }
 
 static void check(const char *what, long r, int fd)
@@ -74,7 +78,7 @@ static void one_call(int fd, unsigned int k)
 	struct epoll_event ev = {.events = EPOLLIN};
 	long r;
 
-	switch (k % 11) {
+	switch (k % 13) {
 	case 0:
 		check("setsockopt",
 		      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)), fd);
@@ -119,6 +123,16 @@ static void one_call(int fd, unsigned int k)
 			check("epoll_ctl(DEL)",
 			      epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL), fd);
 		break;
+	case 11: {
+		struct pollfd p = {.fd = fd, .events = POLLIN | POLLOUT};
+
+		check("poll", poll(&p, 1, 0), fd);
+		break;
+	}
+	case 12:
+		check("epoll_wait", epoll_wait(atomic_load(&cur_ep), &ev, 1, 0),
+		      fd);
+		break;
 	default:
 		r = dup(fd);
 		check("dup", r, fd);
@@ -150,6 +164,16 @@ static void spin(long n)
 		;
 }
 
+/* The round's epoll fd, fd registered in it. */
+static void round_ep(int fd)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	atomic_store(&cur_ep, ep);
+}
+
 static int tcp_round(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -157,9 +181,11 @@ static int tcp_round(void)
 
 	if (fd < 0)
 		return -1;
+	round_ep(fd);
 	atomic_store(&cur_fd, fd);
 	bind(fd, (struct sockaddr *)&any, sizeof(any));
 	spin(20);
+	close(atomic_load(&cur_ep));
 	close(fd);
 	return 0;
 }
@@ -175,8 +201,10 @@ static int conn_round(void)
 		close(fd);
 		return -1;
 	}
+	round_ep(fd);
 	atomic_store(&cur_fd, fd);
 	spin(200);
+	close(atomic_load(&cur_ep));
 	close(fd);
 	return 0;
 }
