@@ -65,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 struct ep_reg {
@@ -89,6 +90,10 @@ struct ep_reg {
 struct ep_set {
 	int epfd;
 	int wake_fd; /* eventfd: epoll_ctl kicks waiters to re-snapshot */
+	/* The epoll sock whose registry this is: a sleeper watching the
+	 * wake eventfd holds it, so a close() of the epoll fd meanwhile
+	 * frees neither the set nor the eventfd under the sleeper. */
+	struct shim_sock *owner;
 	pthread_mutex_t lock;
 	struct ep_reg *regs;
 	struct ep_reg *grave; /* unlinked marked registrations, see reap */
@@ -154,7 +159,10 @@ static void kick(struct ep_set *set)
 {
 	uint64_t one = 1;
 
-	(void)REAL(write)(set->wake_fd, &one, sizeof(one));
+	/* libc's syscall(), not write(): kick runs under the set's locks,
+	 * and write() is a cancellation point (a thread cancelled there
+	 * would leave them held for good). */
+	(void)REAL(syscall)(SYS_write, set->wake_fd, &one, sizeof(one));
 	if (__atomic_load_n(&set->direct_waiters, __ATOMIC_SEQ_CST)) {
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT,
 					 .data.u64 = WAKE_MARK(set)};
@@ -241,6 +249,7 @@ static int set_install(int epfd, struct ep_set *set)
 	if (!es)
 		return -ENOMEM;
 	es->epset = set;
+	set->owner = es;
 	pthread_mutex_lock(&sets_lock);
 	set->next_set = all_sets;
 	all_sets = set;
@@ -886,10 +895,11 @@ int shim_watch_wait(struct watch *w, int timeout_ms, const sigset_t *mask)
 void shim_watch_done(struct watch *w)
 {
 	for (int i = 0; i < w->n; i++) {
-		if (w->held[i])
-			shim_sock_put(w->held[i]);
+		/* drained first: the put may be the set's last reference */
 		if (w->wakes[i] && w->p[i].revents)
 			drain_wake(w->wakes[i]);
+		if (w->held[i])
+			shim_sock_put(w->held[i]);
 	}
 	free(w->p);
 	free(w->held);
@@ -965,7 +975,7 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 	if (set->wake_fd >= 0)
 		err = shim_watch_add(
 		    w, (struct pollfd){.fd = set->wake_fd, .events = POLLIN},
-		    NULL, set);
+		    set->owner, set);
 	for (r = set->regs; r && !err; r = r->next) {
 		uint32_t want;
 
@@ -1393,8 +1403,11 @@ static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 {
 	struct scan sc;
 	bool fetched = false;
-	int out = 0;
+	int out = 0, cs;
 
+	/* The kernel's and rsockets' zero-timeout looks under the lock are
+	 * cancellation points: a cancel here would leave the lock held. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	pthread_mutex_lock(&set->lock);
 	set->stamp++;
 	out = scan_take(set, &sc);
@@ -1411,6 +1424,7 @@ static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 		}
 	}
 	pthread_mutex_unlock(&set->lock);
+	pthread_setcancelstate(cs, NULL);
 	scan_done(&sc);
 	return out;
 }

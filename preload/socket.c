@@ -503,9 +503,8 @@ static int accept_wait(int kfd, struct shim_sock *s, int64_t *deadline)
 static int door_take(struct shim_sock *s, struct sockaddr *addr, socklen_t *len,
 		     int flags)
 {
-	struct sockaddr_storage peer;
+	struct sockaddr_storage peer, pname;
 	socklen_t plen = sizeof(peer);
-	struct shim_sock *ns;
 	int r = -EAGAIN, nfd;
 
 	if (door_enter(s)) {
@@ -515,11 +514,15 @@ static int door_take(struct shim_sock *s, struct sockaddr *addr, socklen_t *len,
 	if (r < 0)
 		return -EAGAIN;
 	nfd = adopt_accepted(s, r, (struct sockaddr *)&peer, flags);
-	ns = nfd >= 0 ? shim_fd_get(nfd) : NULL;
-	if (ns && addr && len)
-		shim_addr_copy_out(&ns->peer, ns->peer_len, addr, len);
-	else if (ns && len)
-		*len = ns->peer_len;
+	if (nfd < 0 || !len)
+		return nfd;
+	/* the name from here, not from the new sock: another thread may
+	 * close nfd already */
+	plen = shim_addr_to_family((struct sockaddr *)&peer, s->family, &pname);
+	if (addr)
+		shim_addr_copy_out(&pname, plen, addr, len);
+	else
+		*len = plen;
 	return nfd;
 }
 
