@@ -685,6 +685,8 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		all[n++] = (struct pollfd){.fd = wfd, .events = POLLIN};
 	shim_lib_sigmask = mask;
 	r = (int)LIB_CALL(rpoll(all, n, -1));
+	if (r < 0)
+		r = -errno; /* the callers take -errno, not rpoll's -1 */
 	shim_lib_sigmask = NULL;
 	if (wfd >= 0)
 		n--; /* not the caller's, nor a cm duplicate */
