@@ -46,21 +46,28 @@ static void put_cb(void *s)
 
 /*
  * The waits of the data path are cancellation points (a blocking recv is
- * one), and so are calls inside rsockets before them (a poll, a read of a
- * completion channel): cancelled anywhere in the call, the thread gives
- * back RDMA_CALL's reference to s (its cleanup), or the connection would
- * outlive its close (kexact's cancel case, seen on siw and under ASan).
+ * one): cancelled in one, the thread gives back its caller's (RDMA_CALL's)
+ * reference to s, or the connection would outlive its close.  Here, not in
+ * RDMA_CALL, so that the wrappers' kernel-fd path stays a tail call.
  */
 static int sg_wait_cancellable(struct shim_sock *s, struct pollfd *p, int ms)
 {
-	(void)s;
-	return sg_wait(p, 1, ms);
+	int r;
+
+	pthread_cleanup_push(put_cb, s);
+	r = sg_wait(p, 1, ms);
+	pthread_cleanup_pop(0);
+	return r;
 }
 
 static int nap_cancellable(struct shim_sock *s, const struct timespec *ts)
 {
-	(void)s;
-	return nanosleep(ts, NULL);
+	int r;
+
+	pthread_cleanup_push(put_cb, s);
+	r = nanosleep(ts, NULL);
+	pthread_cleanup_pop(0);
+	return r;
 }
 
 static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo,
@@ -532,8 +539,8 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 /* The slow path of every wrapper: hold a reference across the call so a
  * concurrent close() can't free the rsocket underneath us.  When that close
  * came first (tryget fails), the whole call is made again: the fd then
- * names the kernel's socket or a new one.  A thread cancelled anywhere in
- * the call gives the reference back (the cleanup). */
+ * names the kernel's socket or a new one.  (If the thread is cancelled in
+ * the call, the waits give the reference back: see wait_for.) */
 /* Every wrapper's RDMA part is a function of its own, NAME_slow, out of
  * line so that the kernel-fd path stays one load and a tail call. */
 #define RDMA_CALL(fd, s, expr, again)                                          \
@@ -541,9 +548,8 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 		ssize_t r_;                                                    \
 		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA)))) \
 			return again;                                          \
-		pthread_cleanup_push(put_cb, s);                               \
 		r_ = (expr);                                                   \
-		pthread_cleanup_pop(1);                                        \
+		shim_sock_put(s);                                              \
 		shim_ret(r_);                                                  \
 	})
 
