@@ -27,15 +27,7 @@ ifeq ($(SANITIZE),1)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 CFLAGS ?=
-# -fexceptions: pthread_cleanup_push is then glibc's cleanup attribute, run
-# by cancellation's unwinding, instead of a sigsetjmp on every push (the
-# waits of poll and epoll_wait push one each: ~100 instructions a call).
-# Not in the ASan build: ASan does not unpoison the frames a cancellation's
-# forced unwind leaves, and reports its own unpoisoning at the cleanup as a
-# stack-buffer-overflow (52-kexact's cancel case, in CI); there the cleanups
-# stay glibc's setjmp ones, which ASan follows -- the same semantics.
-EXC_FLAGS := $(if $(filter 1,$(SANITIZE)),,-fexceptions)
-LIB_CFLAGS := $(BASE_CFLAGS) -D_GNU_SOURCE $(SAN_FLAGS) $(EXC_FLAGS) -fPIC -fvisibility=hidden -Ipreload -Irsocket_glue $(CFLAGS)
+LIB_CFLAGS := $(BASE_CFLAGS) -D_GNU_SOURCE $(SAN_FLAGS) -fPIC -fvisibility=hidden -Ipreload -Irsocket_glue $(CFLAGS)
 LIB_LDFLAGS := -shared -Wl,--version-script=preload/liberdma_shim.map -Wl,-z,defs \
 	-Wl,-z,now -Wl,-soname,liberdma_shim.so $(SAN_FLAGS)
 LIB_LIBS := -lrdmacm -libverbs -ldl -lpthread

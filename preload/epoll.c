@@ -1290,26 +1290,20 @@ static int translate_locked(struct ep_set *set, struct epoll_event *evs,
 
 /* Step 3: sleep until the kernel set, a kick or a watched rsocket is ready. */
 /*
- * What a waiter holds while it sleeps, given back by wait_cancelled when
- * its thread is cancelled there (the sleeps are cancellation points, as
- * epoll_wait is): else the connections it watches would stay open after
- * their close, and the set's count of direct waiters would stay raised.
+ * What a sleeper holds, given back by wait_cancelled when its thread is
+ * cancelled in the sleep (a cancellation point, as epoll_wait is): else
+ * the connections it watches would stay open after their close.
  */
 struct wait_hold {
-	struct ep_set *direct; /* counted in its direct_waiters, or NULL */
-	struct watch *w;       /* the sleep's watch, or NULL */
-	struct shim_sock *es;  /* the caller's reference to the epoll sock */
+	struct watch *w;      /* the sleep's watch */
+	struct shim_sock *es; /* the caller's reference to the epoll sock */
 };
 
 static void wait_cancelled(void *arg)
 {
 	struct wait_hold *h = arg;
 
-	if (h->direct)
-		__atomic_sub_fetch(&h->direct->direct_waiters, 1,
-				   __ATOMIC_SEQ_CST);
-	if (h->w)
-		shim_watch_done(h->w);
+	shim_watch_done(h->w);
 	shim_sock_put(h->es);
 }
 
@@ -1351,19 +1345,16 @@ static long mono_ms(void)
  * that kick() can wake it.  Returns events, 0 on timeout or a wake-up that
  * brought none.
  */
-/* The kernel's wait, or -errno. */
+/* The kernel's wait, or -errno.  No cancellation cleanup here: it would
+ * cost every epoll_wait a sigsetjmp (about 100 instructions), and a thread
+ * cancelled in it holds no connection, only the epoll sock's reference
+ * and its count as a direct waiter (memory, until exit). */
 static int pwait_cancellable(struct shim_sock *es, struct epoll_event *evs,
 			     int max, int timeout, const sigset_t *mask)
 {
-	struct wait_hold h = {.direct = es->epset, .es = es};
-	int n;
+	int n = REAL(epoll_pwait)(es->epset->epfd, evs, max, timeout, mask);
 
-	pthread_cleanup_push(wait_cancelled, &h);
-	n = REAL(epoll_pwait)(es->epset->epfd, evs, max, timeout, mask);
-	if (n < 0)
-		n = -errno;
-	pthread_cleanup_pop(0);
-	return n;
+	return n < 0 ? -errno : n;
 }
 
 static int wait_direct(struct shim_sock *es, struct epoll_event *evs, int max,
