@@ -1312,12 +1312,17 @@ static int sleep_on(struct shim_sock *es, int timeout_ms, const sigset_t *mask)
 	struct ep_set *set = es->epset;
 	struct watch w = {0};
 	struct wait_hold h = {.w = &w, .es = es};
-	int ret;
+	int ret, cs;
 
+	/* no cancellation while the watch takes its references (rsockets'
+	 * looks at the connections are cancellation points): only in the
+	 * sleep, where the cleanup gives them back */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	ret = shim_watch_add(
 	    &w, (struct pollfd){.fd = set->epfd, .events = POLLIN}, NULL, NULL);
 	if (!ret)
 		ret = shim_epoll_watch(set, &w);
+	pthread_setcancelstate(cs, NULL);
 	if (ret) {
 		shim_watch_done(&w);
 		return ret;

@@ -79,7 +79,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	struct held h = {.stack = held_stack, .pstack = stack};
 	nfds_t n = 0, extra = 0, i;
 	bool rdma = false;
-	int r, count = 0;
+	int r, count = 0, cs;
 
 	if (nfds > (nfds_t)INT_MAX / 2)
 		return -EINVAL;
@@ -99,6 +99,9 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		}
 	}
 	n = nfds;
+	/* no cancellation while references are taken (a listener's door
+	 * opens in rsockets): only in the sleep, which has the cleanup */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	for (i = 0; i < nfds; i++) {
 		struct shim_sock *s = shim_sock_ref(fds[i].fd);
 
@@ -119,6 +122,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			n++;
 		}
 	}
+	pthread_setcancelstate(cs, NULL);
 	h.s = held;
 	h.p = p;
 	h.n = nfds;
@@ -255,6 +259,20 @@ static void watch_release(void *w)
 	shim_watch_done(w);
 }
 
+/* watch_fds with cancellation off: it takes references, and rsockets'
+ * looks at the connections are cancellation points (the sleep after it
+ * has the cleanup). */
+static int watch_fds_uncancelled(const struct pollfd *fds, nfds_t nfds,
+				 struct watch *w)
+{
+	int r, cs;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	r = watch_fds(fds, nfds, w);
+	pthread_setcancelstate(cs, NULL);
+	return r;
+}
+
 static int watch_wait(struct watch *w, int timeout_ms, const sigset_t *mask)
 {
 	int r;
@@ -284,7 +302,7 @@ static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			if (left <= 0)
 				return 0;
 		}
-		r = watch_fds(fds, nfds, &w);
+		r = watch_fds_uncancelled(fds, nfds, &w);
 		if (!r)
 			r = watch_wait(&w, left, mask);
 		shim_watch_done(&w);
