@@ -747,6 +747,11 @@ static void case_cancel(void)
 	    r == 0 ? "EOF" : rstr(r, n, sizeof(n)));
 	unpair(&p1);
 	unpair(&p2);
+}
+
+/* The same for a thread blocked in poll, then one in epoll_wait. */
+static void case_cancel_wait(void)
+{
 	cancel_in("poll", poll_main);
 	cancel_in("epoll_wait", epwait_main);
 }
@@ -952,12 +957,19 @@ static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = {
-    {"epdup", case_epdup},     {"cancel", case_cancel},
-    {"lclose", case_lclose},   {"pending", case_pending},
-    {"restart", case_restart}, {"hup-out", case_hup_out},
-    {"shut-rd", case_shut_rd}, {"recv0", case_recv0},
-    {"timeo", case_timeo},     {"syscall", case_syscall},
-    {"fdopen", case_fdopen},   {"splice", case_splice},
+    {"epdup", case_epdup},
+    {"cancel", case_cancel},
+    {"cancel-wait", case_cancel_wait},
+    {"lclose", case_lclose},
+    {"pending", case_pending},
+    {"restart", case_restart},
+    {"hup-out", case_hup_out},
+    {"shut-rd", case_shut_rd},
+    {"recv0", case_recv0},
+    {"timeo", case_timeo},
+    {"syscall", case_syscall},
+    {"fdopen", case_fdopen},
+    {"splice", case_splice},
 };
 
 static void *watchdog(void *arg)
