@@ -37,6 +37,11 @@ declare -A KNOWN=()
 # are exact.  Not yet diagnosed.
 if [ "${SANITIZE:-0}" = 1 ]; then
 	OPEN_DEFECT[cancel]="under ASan, a cancelled recv's socket once stayed open after its close"
+	# Not run under ASan, either way: a thread cancelled in poll unwinds
+	# through glibc's longjmp, and ASan then reports its own stack
+	# unpoisoning as a stack-buffer-overflow in the dead frames (a false
+	# positive, its HINT says so; seen 2 of 2).
+	export KEXACT_SKIP=cancel-wait
 fi
 # Over siw, in 7 of the 8 runs since the case was added: the socket a
 # thread cancelled in poll or epoll_wait waited on stayed open after its
