@@ -1354,8 +1354,8 @@ static long mono_ms(void)
  * cost every epoll_wait a sigsetjmp (about 100 instructions), and a thread
  * cancelled in it holds no connection, only the epoll sock's reference
  * and its count as a direct waiter (memory, until exit). */
-static int pwait_cancellable(struct shim_sock *es, struct epoll_event *evs,
-			     int max, int timeout, const sigset_t *mask)
+static int pwait_direct(struct shim_sock *es, struct epoll_event *evs, int max,
+			int timeout, const sigset_t *mask)
 {
 	int n = REAL(epoll_pwait)(es->epset->epfd, evs, max, timeout, mask);
 
@@ -1368,7 +1368,7 @@ static int wait_direct(struct shim_sock *es, struct epoll_event *evs, int max,
 	struct ep_set *set = es->epset;
 	int n, e = 0;
 
-	n = pwait_cancellable(es, evs, max, timeout, mask);
+	n = pwait_direct(es, evs, max, timeout, mask);
 	if (n < 0)
 		e = -n;
 	/* Translated while still counted: the graves stay until then. */

@@ -95,8 +95,8 @@ midconnect() {
 		bg "$t.b" "${pre[@]}" "$XFER" client "$IP0" "$(port_of "$t.s")" --size 1M
 		b=$BG_PID
 		rs=0 rb=0
-		ended "$sv" 25 || rs=$?
-		ended "$b" 25 || rb=$?
+		waitb "$sv" 25 || rs=$?
+		waitb "$b" 25 || rb=$?
 		echo "midconnect $m $i: killed at ${ms} ms; server exit $rs ($(tail -n 1 "$t.s")); next client exit $rb ($(tail -n 1 "$t.b"))"
 		if [ "$rs" = 124 ] || [ "$rb" = 124 ]; then
 			echo "FAIL: midconnect $m $i: still running 25 s after the kill"
@@ -107,22 +107,6 @@ midconnect() {
 		fi
 	done
 	figure "midconnect_${m}_killed_before_connected=$early/6"
-}
-# ended PID SECS: PID's exit status, or 124 when it still ran after SECS
-# (its stacks printed, then SIGKILLed)
-ended() {
-	local i rc=0
-	for ((i = 0; i < $2 * 20; i++)); do
-		if ! kill -0 "$1" 2>/dev/null; then
-			wait "$1" || rc=$?
-			return $rc
-		fi
-		sleep 0.05
-	done
-	stacks "$1"
-	kill -KILL "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-	return 124
 }
 bad=0
 for m in plain shim; do

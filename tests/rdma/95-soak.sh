@@ -22,21 +22,6 @@ declare -A n=()
 mism=0 hangs=0 crashes=0 step=0
 note() { echo "# $*"; }
 
-# waitb PID SECS: its exit status, or 124 after SECS (then SIGKILLed: a hang)
-waitb() {
-	local pid=$1 s=$2 i rc=0
-	for ((i = 0; i < s * 20; i++)); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			wait "$pid" || rc=$?
-			return $rc
-		fi
-		sleep 0.05
-	done
-	stacks "$pid"
-	kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null || true
-	return 124
-}
 # judge WHAT RC [SENT_SIGNAL]: count hangs and crashes
 judge() {
 	local what=$1 rc=$2 sent=${3:-0}

@@ -79,6 +79,23 @@ stacks() {
 	return 0
 }
 
+# waitb PID SECS: PID's exit status, or 124 when it still ran after SECS
+# (a hang: its stacks printed, then SIGKILLed).  PID is a child of this shell.
+waitb() {
+	local pid=$1 s=$2 i rc=0
+	for ((i = 0; i < s * 20; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" || rc=$?
+			return $rc
+		fi
+		sleep 0.05
+	done
+	stacks "$pid"
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	return 124
+}
+
 # port_of LOG: the port a server printed ("ready PORT").
 port_of() { awk '/^ready /{print $2; exit}' "$1"; }
 
