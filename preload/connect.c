@@ -2,12 +2,15 @@
 /*
  * connect(): where a TCP connection is offered to RDMA first.
  *
- * The rsocket rendezvous runs synchronously, bounded by
- * ERDMA_SHIM_CONNECT_TIMEOUT_MS, for blocking and non-blocking sockets alike;
- * a non-blocking caller then sees EINPROGRESS and a writable fd with
- * SO_ERROR 0, exactly as after a fast kernel connect.  Any failure falls
- * back to the kernel connect on the same fd, and the peer goes into the
- * negative cache so the next connect skips the probe.
+ * The rsocket rendezvous is bounded by ERDMA_SHIM_CONNECT_TIMEOUT_MS.  A
+ * blocking connect runs it in the caller.  A non-blocking one returns
+ * EINPROGRESS at once and runs it on a thread of its own (connect_async):
+ * the socket is SHIM_SK_CONNECTING meanwhile -- not readable, not writable,
+ * data calls EAGAIN, as the kernel's connecting socket -- and it turns
+ * writable when the rendezvous ends, connected over RDMA or handed to the
+ * kernel's connect on the same fd.  Any failure falls back to the kernel
+ * connect on the same fd, and the peer goes into the negative cache so the
+ * next connect skips the probe.
  */
 #include "shim.h"
 #include "glue.h"
@@ -17,8 +20,12 @@
 #include "epoll_int.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 
 static const void *addr_bytes(const struct sockaddr_storage *a)
@@ -156,16 +163,14 @@ static void iwarp_unshare_port(int fd, int old)
 				       sizeof(old));
 }
 
-/* Try RDMA: the connected rsocket, or -errno (a reason to fall back). */
-static int try_rdma(int fd, struct shim_sock *s,
-		    const struct sockaddr_storage *dst, socklen_t dlen,
-		    const char **why)
+/* May dst be tried over RDMA?  0 with rdst, its RDMA address, or -errno
+ * (a reason to fall back, in why). */
+static int rdma_eligible(const struct sockaddr_storage *dst,
+			 struct sockaddr_storage *rdst, const char **why)
 {
-	struct sockaddr_storage src;
-	socklen_t srclen = 0;
-	struct sockaddr_storage rdst = *dst;
 	uint16_t port = shim_addr_port((const void *)dst);
-	int rs, reuse;
+
+	*rdst = *dst;
 
 	if (!shim_config_allows(&shim_cfg, dst->ss_family, addr_bytes(dst),
 				port)) {
@@ -186,10 +191,9 @@ static int try_rdma(int fd, struct shim_sock *s,
 		*why = "port 0";
 		return -ERANGE;
 	}
-	shim_addr_set_port((struct sockaddr *)&rdst, shim_rdma_port(port));
+	shim_addr_set_port((struct sockaddr *)rdst, shim_rdma_port(port));
 	if (shim_cfg.mode == SHIM_MODE_AUTO &&
-	    sg_negcache_hit((struct sockaddr *)&rdst,
-			    shim_cfg.negcache_ttl_s)) {
+	    sg_negcache_hit((struct sockaddr *)rdst, shim_cfg.negcache_ttl_s)) {
 		*why = "negative cache";
 		return -ECONNREFUSED;
 	}
@@ -197,11 +201,20 @@ static int try_rdma(int fd, struct shim_sock *s,
 	 * the door opens now (the kernel's backlog would take the connect). */
 	if (__atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED))
 		shim_listen_door_port(port);
-	if (reserve_port(fd, s, dst->ss_family, &src, &srclen) < 0)
-		srclen = 0;
-	reuse = iwarp_share_port(fd);
-	rs = connect_rdma(s, &rdst, dlen, srclen ? &src : NULL, srclen);
-	iwarp_unshare_port(fd, reuse);
+	return 0;
+}
+
+/* The rendezvous to rdst from the port kfd reserved (src, srclen; none
+ * if 0): the connected rsocket, or -errno and why. */
+static int rendezvous(int kfd, struct shim_sock *s,
+		      const struct sockaddr_storage *rdst, socklen_t dlen,
+		      const struct sockaddr_storage *src, socklen_t srclen,
+		      const char **why)
+{
+	int reuse = iwarp_share_port(kfd);
+	int rs = connect_rdma(s, rdst, dlen, srclen ? src : NULL, srclen);
+
+	iwarp_unshare_port(kfd, reuse);
 	if (rs < 0) {
 		*why = "rsocket connect failed";
 		/* Local shortages (and -EBUSY: a local wait ran out, see
@@ -209,9 +222,25 @@ static int try_rdma(int fd, struct shim_sock *s,
 		 * the peer. */
 		if (rs != -EMFILE && rs != -ENOMEM && rs != -ENOBUFS &&
 		    rs != -EBUSY && rs != -EINTR)
-			sg_negcache_add((struct sockaddr *)&rdst);
+			sg_negcache_add((const struct sockaddr *)rdst);
 	}
 	return rs;
+}
+
+/* Try RDMA: the connected rsocket, or -errno (a reason to fall back). */
+static int try_rdma(int fd, struct shim_sock *s,
+		    const struct sockaddr_storage *dst, socklen_t dlen,
+		    const char **why)
+{
+	struct sockaddr_storage src, rdst;
+	socklen_t srclen = 0;
+	int r = rdma_eligible(dst, &rdst, why);
+
+	if (r < 0)
+		return r;
+	if (reserve_port(fd, s, dst->ss_family, &src, &srclen) < 0)
+		srclen = 0;
+	return rendezvous(fd, s, &rdst, dlen, &src, srclen, why);
 }
 
 /*
@@ -274,13 +303,52 @@ static void forget_peer(const struct sockaddr_storage *dst)
 	sg_negcache_del((struct sockaddr *)&rdst);
 }
 
+/* A failed rendezvous, told: the debug line, and under ERDMA_SHIM=require
+ * the warning and the error connect gives (0 in auto mode: fall back). */
+static int failed(int fd, const struct sockaddr_storage *dst, int rs,
+		  const char *why)
+{
+	char abuf[64];
+
+	shim_dbg("fd %d -> %s: TCP (%s: %s)", fd,
+		 addr_str(dst, abuf, sizeof(abuf)), why, strerror(-rs));
+	if (shim_cfg.mode == SHIM_MODE_REQUIRE) {
+		shim_warn("fd %d -> %s: RDMA required but %s (%s)", fd,
+			  addr_str(dst, abuf, sizeof(abuf)), why,
+			  strerror(-rs));
+		return rs == -EACCES || rs == -ERANGE ? -ECONNREFUSED : rs;
+	}
+	if (rs == -ENOMEM || rs == -ENOBUFS || rs == -EMFILE)
+		warn_resources_once(dst, rs);
+	return 0;
+}
+
+/* s is connected over rsocket rs (kfd: its kernel socket, a reserved
+ * port): names, statistics, and the kind, changed last. */
+static void connected(int fd, int kfd, struct shim_sock *s,
+		      const struct sockaddr *addr, socklen_t len, int rs)
+{
+	char abuf[64];
+
+	memcpy(&s->peer, addr, len);
+	s->peer_len = len;
+	fill_local(kfd, s, rs);
+	sg_set_nonblock(rs, true); /* the shim does the blocking itself */
+	shim_stat_sock(s, fd, ERDMA_PATH_RDMA);
+	shim_dbg("fd %d -> %s: RDMA", fd,
+		 addr_str((const void *)addr, abuf, sizeof(abuf)));
+}
+
+static int connect_async(int fd, struct shim_sock *s,
+			 const struct sockaddr_storage *dst, socklen_t dlen,
+			 const struct sockaddr *addr, socklen_t len);
+
 static int connect_slow(int fd, struct shim_sock *s,
 			const struct sockaddr *addr, socklen_t len)
 {
 	struct sockaddr_storage dst, ua;
 	const char *why = "";
 	socklen_t dlen;
-	char abuf[64];
 	int rs, r;
 
 	if (addr) {
@@ -297,20 +365,16 @@ static int connect_slow(int fd, struct shim_sock *s,
 		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 
 	dlen = shim_addr_unmap(addr, len, &dst);
+	if (s->nonblock) {
+		r = connect_async(fd, s, &dst, dlen, addr, len);
+		if (r != -ENOTSUP)
+			return r;
+	}
 	rs = try_rdma(fd, s, &dst, dlen, &why);
 	if (rs < 0) {
-		shim_dbg("fd %d -> %s: TCP (%s: %s)", fd,
-			 addr_str(&dst, abuf, sizeof(abuf)), why,
-			 strerror(-rs));
-		if (shim_cfg.mode == SHIM_MODE_REQUIRE) {
-			shim_warn("fd %d -> %s: RDMA required but %s (%s)", fd,
-				  addr_str(&dst, abuf, sizeof(abuf)), why,
-				  strerror(-rs));
-			return rs == -EACCES || rs == -ERANGE ? -ECONNREFUSED
-							      : rs;
-		}
-		if (rs == -ENOMEM || rs == -ENOBUFS || rs == -EMFILE)
-			warn_resources_once(&dst, rs);
+		r = failed(fd, &dst, rs, why);
+		if (r < 0)
+			return r;
 		/* Fallback: from here on this fd is a plain kernel socket. */
 		shim_fd_install(fd, NULL);
 		r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
@@ -321,35 +385,317 @@ static int connect_slow(int fd, struct shim_sock *s,
 			forget_peer(&dst);
 		return r;
 	}
-	memcpy(&s->peer, addr, len);
-	s->peer_len = len;
-	fill_local(fd, s, rs);
-	sg_set_nonblock(rs, true); /* the shim does the blocking itself */
+	connected(fd, fd, s, addr, len, rs);
 	shim_sock_attach(s, SHIM_SK_RDMA, rs);
 	shim_epoll_sock_changed(s);
-	shim_stat_sock(s, fd, ERDMA_PATH_RDMA);
-	shim_dbg("fd %d -> %s: RDMA", fd, addr_str(&dst, abuf, sizeof(abuf)));
-	/* A non-blocking connect reports "in progress" and then "writable",
-	 * as a kernel connect over a network would. */
-	if (!s->nonblock)
-		return 0;
-	s->connect_pending = true;
-	return -EINPROGRESS;
+	return 0;
 }
 
-/* connect with a reference to s held; 0 or -errno. */
+/*
+ * The non-blocking connect.  Its rendezvous runs on a thread of its own
+ * (one per connect: a peer whose RDMA requests go unanswered holds up no
+ * other), so an event loop is never stalled by it, and that thread also
+ * answers the peer's handshake at once (an IB/RoCE listener's service
+ * waits for it).  Signals are blocked there: the program's handlers run
+ * on its own threads.  The thread holds a reference to s and a duplicate
+ * of the fd (the program may close its fd, and the number be reused).
+ *
+ * Sleepers (poll, epoll, a blocking call) watch s->settle_fd, an eventfd
+ * made for the first of them and written when the rendezvous ends; the kind
+ * changes under settle_mu, which the watchers also take, so none misses it.
+ */
+struct nb_conn {
+	pthread_mutex_t go; /* held by connect() until s is set up */
+	struct shim_sock *s;
+	int fd, kfd;
+	struct sockaddr_storage dst, rdst, src, ua;
+	socklen_t dlen, srclen, ulen;
+};
+
+static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static bool is_connecting(const struct shim_sock *s)
+{
+	return __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) ==
+	       SHIM_SK_CONNECTING;
+}
+
+/* Under settle_mu: s's rendezvous ended (its kind is set). */
+static void settle_wake_locked(struct shim_sock *s)
+{
+	if (s->settle_fd < 0)
+		return;
+	(void)eventfd_write(s->settle_fd, 1);
+	if (!s->settle_users) {
+		REAL(close)(s->settle_fd);
+		s->settle_fd = -1;
+	}
+}
+
+int shim_settle_watch(struct watch *w, struct shim_sock *s)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&settle_mu);
+	if (!is_connecting(s)) {
+		w->now = true; /* ended meanwhile: look again at once */
+		goto out;
+	}
+	if (s->settle_fd < 0)
+		s->settle_fd = (int)REAL(syscall)(SYS_eventfd2, 0,
+						  EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->settle_fd < 0) {
+		err = -errno;
+		goto out;
+	}
+	err = shim_watch_add(
+	    w, (struct pollfd){.fd = s->settle_fd, .events = POLLIN}, s, NULL);
+	if (!err) {
+		w->settle[w->n - 1] = true;
+		s->settle_users++;
+	}
+out:
+	pthread_mutex_unlock(&settle_mu);
+	return err;
+}
+
+void shim_settle_unwatch(struct shim_sock *s)
+{
+	pthread_mutex_lock(&settle_mu);
+	if (!--s->settle_users && !is_connecting(s) && s->settle_fd >= 0) {
+		REAL(close)(s->settle_fd);
+		s->settle_fd = -1;
+	}
+	pthread_mutex_unlock(&settle_mu);
+}
+
+struct settle_hold {
+	struct watch *w;
+	struct shim_sock *s;
+};
+
+static void settle_cancelled(void *arg)
+{
+	struct settle_hold *h = arg;
+
+	shim_watch_done(h->w);
+	shim_sock_put(h->s);
+}
+
+/* One sleep on s's end (at most ms): > 0 woken, 0 timed out, -errno. */
+static int settle_sleep(struct shim_sock *s, int ms)
+{
+	struct watch w = {0};
+	struct settle_hold h = {.w = &w, .s = s};
+	int r, cs;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	r = shim_settle_watch(&w, s);
+	pthread_setcancelstate(cs, NULL);
+	if (!r) {
+		pthread_cleanup_push(settle_cancelled, &h);
+		r = shim_watch_wait(&w, ms, NULL);
+		pthread_cleanup_pop(0);
+	}
+	shim_watch_done(&w);
+	return r;
+}
+
+int shim_settle_wait(struct shim_sock *s, int timeout_ms)
+{
+	int64_t deadline = timeout_ms >= 0 ? shim_now_ms() + timeout_ms : 0;
+
+	while (is_connecting(s)) {
+		int r, left = -1;
+
+		if (timeout_ms >= 0) {
+			left = (int)(deadline - shim_now_ms());
+			if (left <= 0)
+				return -EAGAIN;
+		}
+		r = settle_sleep(s, left);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The rendezvous ended with rsocket rs: s is an RDMA connection. */
+static void settle_rdma(struct nb_conn *c, int rs)
+{
+	struct shim_sock *s = c->s;
+
+	connected(c->fd, c->kfd, s, (struct sockaddr *)&c->ua, c->ulen, rs);
+	s->connect_pending = true; /* the next connect() says 0 */
+	pthread_mutex_lock(&settle_mu);
+	shim_sock_attach(s, SHIM_SK_RDMA, rs);
+	settle_wake_locked(s);
+	pthread_mutex_unlock(&settle_mu);
+	__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * The rendezvous failed: in auto mode the kernel's connect goes on the same
+ * socket and s answers from the kernel (SHIM_SK_DEAD); under require the
+ * error is the socket's SO_ERROR, and it is unconnected again (a kernel
+ * socket after a refused connect).  Registrations go to the kernel set.
+ */
+static void settle_tcp(struct nb_conn *c, int rs, const char *why)
+{
+	struct shim_sock *s = c->s;
+	int err = failed(c->fd, &c->dst, rs, why), kind = SHIM_SK_TCP;
+
+	if (err < 0) {
+		__atomic_store_n(&s->so_error, -err, __ATOMIC_RELAXED);
+	} else {
+		kind = SHIM_SK_DEAD;
+		/* not for a socket the program closed meanwhile */
+		if (!__atomic_load_n(&s->fdrefs, __ATOMIC_ACQUIRE))
+			;
+		else if (REAL(connect)(c->kfd, (struct sockaddr *)&c->ua,
+				       c->ulen) == 0 ||
+			 errno == EINPROGRESS)
+			shim_stat_kernel(c->fd, ERDMA_PATH_TCP, why, -rs,
+					 (struct sockaddr *)&c->ua, c->ulen);
+		else
+			__atomic_store_n(&s->so_error, errno, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_lock(&settle_mu);
+	__atomic_store_n(&s->kind, kind, __ATOMIC_RELEASE);
+	settle_wake_locked(s);
+	pthread_mutex_unlock(&settle_mu);
+	__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
+	shim_epoll_fell_back(s);
+}
+
+static void *nb_connect_main(void *arg)
+{
+	struct nb_conn *c = arg;
+	const char *why = "";
+	int rs;
+
+	pthread_mutex_lock(&c->go); /* connect() has set s up */
+	pthread_mutex_unlock(&c->go);
+	pthread_mutex_destroy(&c->go);
+	rs = rendezvous(c->kfd, c->s, &c->rdst, c->dlen, &c->src, c->srclen,
+			&why);
+	if (rs >= 0)
+		settle_rdma(c, rs);
+	else
+		settle_tcp(c, rs, why);
+	REAL(close)(c->kfd);
+	shim_sock_put(c->s);
+	free(c);
+	return NULL;
+}
+
+/* A thread for c, with every signal blocked: 0 or -errno. */
+static int nb_thread(struct nb_conn *c)
+{
+	pthread_attr_t at;
+	pthread_t t;
+	sigset_t all, old;
+	int r;
+
+	if (pthread_attr_init(&at))
+		return -ENOMEM;
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&t, &at, nb_connect_main, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
+	return -r;
+}
+
+/* EINPROGRESS with the rendezvous started, or -ENOTSUP: connect_slow
+ * does it all (not eligible: it falls back and says why; no thread). */
+static int connect_async(int fd, struct shim_sock *s,
+			 const struct sockaddr_storage *dst, socklen_t dlen,
+			 const struct sockaddr *addr, socklen_t len)
+{
+	struct nb_conn *c = calloc(1, sizeof(*c));
+	const char *why;
+
+	if (!c)
+		return -ENOTSUP;
+	if (rdma_eligible(dst, &c->rdst, &why) < 0)
+		goto sync;
+	c->kfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
+	if (c->kfd < 0)
+		goto sync;
+	if (reserve_port(fd, s, dst->ss_family, &c->src, &c->srclen) < 0)
+		c->srclen = 0;
+	c->s = s;
+	c->fd = fd;
+	c->dst = *dst;
+	c->dlen = dlen;
+	memcpy(&c->ua, addr, len);
+	c->ulen = len;
+	pthread_mutex_init(&c->go, NULL);
+	pthread_mutex_lock(&c->go);
+	if (nb_thread(c) < 0) {
+		pthread_mutex_unlock(&c->go);
+		pthread_mutex_destroy(&c->go);
+		REAL(close)(c->kfd);
+		goto sync;
+	}
+	shim_sock_get(s); /* the thread's */
+	__atomic_add_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->kind, SHIM_SK_CONNECTING, __ATOMIC_RELEASE);
+	shim_epoll_sock_changed(s); /* its registrations are emulated */
+	pthread_mutex_unlock(&c->go);
+	return -EINPROGRESS;
+sync:
+	free(c);
+	return -ENOTSUP;
+}
+
+/* In a fork child: a connect under way is the parent's (its thread is
+ * not here): the child's fd answers from the kernel. */
+void shim_connect_fork_child(struct shim_sock *s)
+{
+	if (s->settle_fd >= 0)
+		REAL(close)(s->settle_fd);
+	s->settle_fd = -1;
+	s->settle_users = 0;
+	s->kind = SHIM_SK_DEAD;
+	__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
+}
+
+void shim_connect_fork_reset(void)
+{
+	pthread_mutex_init(&settle_mu, NULL);
+}
+
+/* connect with a reference to s held; 0, -errno, or 1: make the call
+ * again (the connect under way ended). */
 static int connect_held(int fd, struct shim_sock *s,
 			const struct sockaddr *addr, socklen_t len)
 {
-	if (s->kind == SHIM_SK_RDMA) {
+	int kind = __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE), r;
+
+	if (kind == SHIM_SK_RDMA || kind == SHIM_SK_CONNECTING) {
 		struct sockaddr_storage ua;
 		/* The kernel checks the address before the socket's state. */
-		int r = copy_user_addr(addr, len, &ua);
+		r = copy_user_addr(addr, len, &ua);
 
 		if (!r && len < sizeof(sa_family_t))
 			r = -EINVAL;
 		if (r < 0)
 			return r;
+	}
+	if (kind == SHIM_SK_CONNECTING) {
+		/* as the kernel's connecting socket: EALREADY, or a wait */
+		if (s->nonblock)
+			return -EALREADY;
+		do
+			r = shim_settle_wait(s, -1);
+		while (r == -EINTR && shim_eintr_restarts());
+		return r < 0 ? r : 1;
+	}
+	if (kind == SHIM_SK_RDMA) {
 		/* After EINPROGRESS the kernel answers the next connect with
 		 * 0 (the completion), and EISCONN from then on. */
 		if (__atomic_exchange_n(&s->connect_pending, false,
@@ -357,8 +703,14 @@ static int connect_held(int fd, struct shim_sock *s,
 			return 0;
 		return -EISCONN;
 	}
-	if (s->kind == SHIM_SK_LISTEN)
+	if (kind == SHIM_SK_LISTEN)
 		return -EISCONN; /* what Linux says for a listening socket */
+	if (kind == SHIM_SK_DEAD)
+		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
+	/* A failed connect's error comes first, as the kernel's sock_error */
+	r = __atomic_exchange_n(&s->so_error, 0, __ATOMIC_RELAXED);
+	if (r)
+		return -r;
 	return connect_slow(fd, s, addr, len);
 }
 
@@ -380,5 +732,7 @@ SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 		return connect(fd, addr, len); /* a close() came first */
 	r = connect_held(fd, s, addr.__sockaddr__, len);
 	shim_sock_put(s);
+	if (r == 1)
+		return connect(fd, addr, len);
 	return (int)shim_ret(r);
 }

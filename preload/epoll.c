@@ -178,6 +178,21 @@ static void drain_wake(struct ep_set *set)
 	(void)REAL(read)(set->wake_fd, &v, sizeof(v));
 }
 
+/* Connected over RDMA, or on the way (a non-blocking connect's rendezvous):
+ * emulated.  Read under the set's lock: a connect that settles changes the
+ * kind first and then visits the sets (shim_epoll_fell_back). */
+static bool conn_kind(const struct shim_sock *s)
+{
+	return SHIM_SK(__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE)) &
+	       SHIM_SK_IO_SLOW;
+}
+
+static bool connecting(const struct shim_sock *s)
+{
+	return __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) ==
+	       SHIM_SK_CONNECTING;
+}
+
 static bool emulated(const struct ep_reg *r)
 {
 	return !r->in_kernel || r->inner;
@@ -442,6 +457,28 @@ void shim_epoll_sock_changed(struct shim_sock *s)
 		for_each_reg_of(s, move_to_rdma);
 }
 
+/* A connecting sock fell back to its kernel socket: its registrations go
+ * to the kernel set with the program's mask and data, as if made there. */
+static void move_to_kernel(struct ep_set *set, struct ep_reg **pp)
+{
+	struct ep_reg *r = *pp;
+	struct epoll_event ev = {.events = r->events, .data = r->data};
+
+	if (r->in_kernel || r->inner)
+		return;
+	if (r->disabled) /* a one-shot that fired stays disarmed */
+		ev.events &= EPOLLONESHOT | EPOLLET;
+	(void)REAL(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, r->fd, &ev);
+	reg_unlink(set, pp);
+	kick(set);
+}
+
+void shim_epoll_fell_back(struct shim_sock *s)
+{
+	if (__atomic_load_n(&s->ep_regs, __ATOMIC_ACQUIRE))
+		for_each_reg_of(s, move_to_kernel);
+}
+
 static void add_door(struct ep_set *set, struct ep_reg **pp)
 {
 	struct ep_reg *r = *pp;
@@ -544,7 +581,7 @@ static int ctl_add(struct ep_set *set, int fd, struct shim_sock *s,
 	r->data = ev->data;
 	/* Not (yet) RDMA: the kernel watches it, with the program's data
 	 * until connect decides; listeners and nested sets with a marker. */
-	r->in_kernel = s->kind != SHIM_SK_RDMA;
+	r->in_kernel = !conn_kind(s);
 	r->marked = s->kind == SHIM_SK_LISTEN || s->kind == SHIM_SK_EPOLL;
 	r->inner = s->kind == SHIM_SK_EPOLL ? s->epset : NULL;
 	if (r->in_kernel) {
@@ -837,6 +874,10 @@ int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
 		if (!k)
 			return -ENOMEM;
 		w->wakes = k;
+		bool *st = realloc(w->settle, (size_t)cap * sizeof(*st));
+		if (!st)
+			return -ENOMEM;
+		w->settle = st;
 		w->cap = cap;
 	}
 	if (s)
@@ -844,6 +885,7 @@ int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
 	w->p[w->n] = pfd;
 	w->held[w->n] = s;
 	w->wakes[w->n] = wake;
+	w->settle[w->n] = false;
 	w->n++;
 	return 0;
 }
@@ -881,7 +923,9 @@ int shim_watch_wait(struct watch *w, int timeout_ms, const sigset_t *mask)
 {
 	int r;
 
-	if (w->recheck && timeout_ms != 0)
+	if (w->now)
+		timeout_ms = 0;
+	else if (w->recheck && timeout_ms != 0)
 		timeout_ms = recheck_timeout(timeout_ms);
 	r = shim_wait_masked(w->p, (nfds_t)w->n, timeout_ms, mask);
 	if (r <= 0)
@@ -898,12 +942,15 @@ void shim_watch_done(struct watch *w)
 		/* drained first: the put may be the set's last reference */
 		if (w->wakes[i] && w->p[i].revents)
 			drain_wake(w->wakes[i]);
+		if (w->settle[i])
+			shim_settle_unwatch(w->held[i]);
 		if (w->held[i])
 			shim_sock_put(w->held[i]);
 	}
 	free(w->p);
 	free(w->held);
 	free(w->wakes);
+	free(w->settle);
 	*w = (struct watch){0};
 }
 
@@ -944,6 +991,8 @@ static bool peek_locked(struct ep_set *set, int depth)
 				return true;
 			continue;
 		}
+		if (connecting(r->s))
+			continue; /* nothing is ready while it connects */
 		pfd =
 		    (struct pollfd){.fd = r->s->rs, .events = POLLIN | POLLOUT};
 		if (sg_poll(&pfd, 1, 0) < 0)
@@ -994,6 +1043,10 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 			pthread_mutex_lock(&r->inner->lock);
 			err = watch_locked(r->inner, w, depth + 1);
 			pthread_mutex_unlock(&r->inner->lock);
+			continue;
+		}
+		if (connecting(r->s)) {
+			err = shim_settle_watch(w, r->s);
 			continue;
 		}
 		err = shim_watch_add(
@@ -1084,7 +1137,9 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 		if (r == set->cursor)
 			sc->at = k;
 		sc->v[k] = r;
-		sc->p[k].fd = r->disabled || r->in_kernel ? -1 : r->s->rs;
+		sc->p[k].fd = r->disabled || r->in_kernel || connecting(r->s)
+				  ? -1
+				  : r->s->rs;
 		sc->p[k].events =
 		    (short)((r->events & EP_RDMA_BITS) | POLLIN | POLLOUT);
 		sc->p[k].revents = 0;

@@ -25,6 +25,10 @@ static void disown_inherited(void)
 	for (unsigned int fd = 0; fd < span; fd++) {
 		struct shim_sock *s = shim_fd_get((int)fd);
 
+		if (s && s->kind == SHIM_SK_CONNECTING) {
+			shim_connect_fork_child(s);
+			continue;
+		}
 		if (!s ||
 		    (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN))
 			continue;
@@ -66,6 +70,7 @@ static void child_after_fork(void)
 	shim_fdtable_fork_child();
 	shim_epoll_fork_child();
 	shim_sleep_fork_child();
+	shim_connect_fork_reset();
 	sg_fork_child();
 	if (__atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED))
 		disown_inherited();

@@ -543,22 +543,36 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
  * the call, the waits give the reference back: see wait_for.) */
 /* Every wrapper's RDMA part is a function of its own, NAME_slow, out of
  * line so that the kernel-fd path stays one load and a tail call. */
-#define RDMA_CALL(fd, s, expr, again)                                          \
+/* A connect still under way (SHIM_SK_CONNECTING) answers as the kernel's
+ * connecting socket: EAGAIN, or a wait for its end and the call again. */
+#define RDMA_CALL_F(fd, s, fl, tmo, expr, again)                               \
 	({                                                                     \
 		ssize_t r_;                                                    \
-		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA)))) \
+		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK_IO_SLOW)))       \
 			return again;                                          \
-		r_ = (expr);                                                   \
-		shim_sock_put(s);                                              \
+		if (unlikely(__atomic_load_n(&(s)->kind, __ATOMIC_ACQUIRE) ==  \
+			     SHIM_SK_CONNECTING)) {                            \
+			r_ = shim_connecting_io(s, (fl)&MSG_DONTWAIT, tmo);    \
+			shim_sock_put(s);                                      \
+			if (!r_)                                               \
+				return again;                                  \
+		} else {                                                       \
+			r_ = (expr);                                           \
+			shim_sock_put(s);                                      \
+		}                                                              \
 		shim_ret(r_);                                                  \
 	})
+#define RDMA_CALL_RD(fd, s, fl, expr, again)                                   \
+	RDMA_CALL_F(fd, s, fl, &(s)->rcvtimeo, expr, again)
+#define RDMA_CALL_WR(fd, s, fl, expr, again)                                   \
+	RDMA_CALL_F(fd, s, fl, &(s)->sndtimeo, expr, again)
 
-#define IS_RDMA(s) unlikely((s) && (s)->kind == SHIM_SK_RDMA)
+#define IS_RDMA(s) unlikely((s) && (SHIM_SK((s)->kind) & SHIM_SK_IO_SLOW))
 
 static __attribute__((noinline)) ssize_t read_slow(struct shim_sock *s, int fd,
 						   void *buf, size_t n)
 {
-	return RDMA_CALL(fd, s, recv1(s, buf, n, 0), read(fd, buf, n));
+	return RDMA_CALL_RD(fd, s, 0, recv1(s, buf, n, 0), read(fd, buf, n));
 }
 
 SHIM_EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -573,8 +587,8 @@ SHIM_EXPORT ssize_t read(int fd, void *buf, size_t n)
 static __attribute__((noinline)) ssize_t
 __read_chk_slow(struct shim_sock *s, int fd, void *buf, size_t n, size_t buflen)
 {
-	return RDMA_CALL(fd, s, recv1(s, buf, n, 0),
-			 __read_chk(fd, buf, n, buflen));
+	return RDMA_CALL_RD(fd, s, 0, recv1(s, buf, n, 0),
+			    __read_chk(fd, buf, n, buflen));
 }
 
 SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
@@ -591,8 +605,8 @@ SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 static __attribute__((noinline)) ssize_t
 readv_slow(struct shim_sock *s, int fd, const struct iovec *iov, int iovcnt)
 {
-	return RDMA_CALL(fd, s, shim_rdma_recvv(s, iov, iovcnt, 0),
-			 readv(fd, iov, iovcnt));
+	return RDMA_CALL_RD(fd, s, 0, shim_rdma_recvv(s, iov, iovcnt, 0),
+			    readv(fd, iov, iovcnt));
 }
 
 SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
@@ -607,7 +621,7 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 static __attribute__((noinline)) ssize_t write_slow(struct shim_sock *s, int fd,
 						    const void *buf, size_t n)
 {
-	return RDMA_CALL(fd, s, send1(s, buf, n, 0), write(fd, buf, n));
+	return RDMA_CALL_WR(fd, s, 0, send1(s, buf, n, 0), write(fd, buf, n));
 }
 
 SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -625,8 +639,8 @@ SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 static __attribute__((noinline)) ssize_t
 writev_slow(struct shim_sock *s, int fd, const struct iovec *iov, int iovcnt)
 {
-	return RDMA_CALL(fd, s, shim_rdma_sendv(s, iov, iovcnt, 0),
-			 writev(fd, iov, iovcnt));
+	return RDMA_CALL_WR(fd, s, 0, shim_rdma_sendv(s, iov, iovcnt, 0),
+			    writev(fd, iov, iovcnt));
 }
 
 SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -641,8 +655,8 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 static __attribute__((noinline)) ssize_t
 recv_slow(struct shim_sock *s, int fd, void *buf, size_t n, int flags)
 {
-	return RDMA_CALL(fd, s, recv1(s, buf, n, flags),
-			 recv(fd, buf, n, flags));
+	return RDMA_CALL_RD(fd, s, flags, recv1(s, buf, n, flags),
+			    recv(fd, buf, n, flags));
 }
 
 SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -658,8 +672,8 @@ static __attribute__((noinline)) ssize_t
 __recv_chk_slow(struct shim_sock *s, int fd, void *buf, size_t n, size_t buflen,
 		int flags)
 {
-	return RDMA_CALL(fd, s, recv1(s, buf, n, flags),
-			 __recv_chk(fd, buf, n, buflen, flags));
+	return RDMA_CALL_RD(fd, s, flags, recv1(s, buf, n, flags),
+			    __recv_chk(fd, buf, n, buflen, flags));
 }
 
 SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen,
@@ -689,8 +703,8 @@ static __attribute__((noinline)) ssize_t
 recvfrom_slow(struct shim_sock *s, int fd, void *__restrict buf, size_t n,
 	      int flags, __SOCKADDR_ARG addr, socklen_t *__restrict alen)
 {
-	return RDMA_CALL(
-	    fd, s,
+	return RDMA_CALL_RD(
+	    fd, s, flags,
 	    recvfrom_rdma(s, buf, n, flags, addr.__sockaddr__ ? alen : NULL),
 	    recvfrom(fd, buf, n, flags, addr, alen));
 }
@@ -710,8 +724,8 @@ __recvfrom_chk_slow(struct shim_sock *s, int fd, void *__restrict buf, size_t n,
 		    size_t buflen, int flags, __SOCKADDR_ARG addr,
 		    socklen_t *__restrict alen)
 {
-	return RDMA_CALL(
-	    fd, s,
+	return RDMA_CALL_RD(
+	    fd, s, flags,
 	    recvfrom_rdma(s, buf, n, flags, addr.__sockaddr__ ? alen : NULL),
 	    __recvfrom_chk(fd, buf, n, buflen, flags, addr, alen));
 }
@@ -753,8 +767,8 @@ static ssize_t recvmsg_rdma(struct shim_sock *s, struct msghdr *msg, int flags)
 static __attribute__((noinline)) ssize_t
 recvmsg_slow(struct shim_sock *s, int fd, struct msghdr *msg, int flags)
 {
-	return RDMA_CALL(fd, s, recvmsg_rdma(s, msg, flags),
-			 recvmsg(fd, msg, flags));
+	return RDMA_CALL_RD(fd, s, flags, recvmsg_rdma(s, msg, flags),
+			    recvmsg(fd, msg, flags));
 }
 
 SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -791,8 +805,9 @@ static __attribute__((noinline)) int recvmmsg_slow(struct shim_sock *s, int fd,
 						   unsigned int vlen, int flags,
 						   struct timespec *tmo)
 {
-	return (int)RDMA_CALL(fd, s, recvmmsg_rdma(s, vmsg, vlen, flags),
-			      recvmmsg(fd, vmsg, vlen, flags, tmo));
+	return (int)RDMA_CALL_RD(fd, s, flags,
+				 recvmmsg_rdma(s, vmsg, vlen, flags),
+				 recvmmsg(fd, vmsg, vlen, flags, tmo));
 }
 
 SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vmsg, unsigned int vlen,
@@ -808,8 +823,8 @@ SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *vmsg, unsigned int vlen,
 static __attribute__((noinline)) ssize_t
 send_slow(struct shim_sock *s, int fd, const void *buf, size_t n, int flags)
 {
-	return RDMA_CALL(fd, s, send1(s, buf, n, flags),
-			 send(fd, buf, n, flags));
+	return RDMA_CALL_WR(fd, s, flags, send1(s, buf, n, flags),
+			    send(fd, buf, n, flags));
 }
 
 SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -825,8 +840,8 @@ static __attribute__((noinline)) ssize_t
 sendto_slow(struct shim_sock *s, int fd, const void *buf, size_t n, int flags,
 	    __CONST_SOCKADDR_ARG addr, socklen_t alen)
 {
-	return RDMA_CALL(fd, s, send1(s, buf, n, flags),
-			 sendto(fd, buf, n, flags, addr, alen));
+	return RDMA_CALL_WR(fd, s, flags, send1(s, buf, n, flags),
+			    sendto(fd, buf, n, flags, addr, alen));
 }
 
 SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
@@ -853,8 +868,8 @@ static ssize_t sendmsg_rdma(struct shim_sock *s, const struct msghdr *msg,
 static __attribute__((noinline)) ssize_t
 sendmsg_slow(struct shim_sock *s, int fd, const struct msghdr *msg, int flags)
 {
-	return RDMA_CALL(fd, s, sendmsg_rdma(s, msg, flags),
-			 sendmsg(fd, msg, flags));
+	return RDMA_CALL_WR(fd, s, flags, sendmsg_rdma(s, msg, flags),
+			    sendmsg(fd, msg, flags));
 }
 
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -885,8 +900,9 @@ static __attribute__((noinline)) int sendmmsg_slow(struct shim_sock *s, int fd,
 						   struct mmsghdr *vmsg,
 						   unsigned int vlen, int flags)
 {
-	return (int)RDMA_CALL(fd, s, sendmmsg_rdma(s, vmsg, vlen, flags),
-			      sendmmsg(fd, vmsg, vlen, flags));
+	return (int)RDMA_CALL_WR(fd, s, flags,
+				 sendmmsg_rdma(s, vmsg, vlen, flags),
+				 sendmmsg(fd, vmsg, vlen, flags));
 }
 
 SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *vmsg, unsigned int vlen,
@@ -954,8 +970,9 @@ static __attribute__((noinline)) ssize_t sendfile_slow(struct shim_sock *s,
 						       off_t *offset,
 						       size_t count)
 {
-	return RDMA_CALL(out_fd, s, sendfile_rdma(s, in_fd, offset, count),
-			 sendfile(out_fd, in_fd, offset, count));
+	return RDMA_CALL_WR(out_fd, s, 0,
+			    sendfile_rdma(s, in_fd, offset, count),
+			    sendfile(out_fd, in_fd, offset, count));
 }
 
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
@@ -972,9 +989,9 @@ static __attribute__((noinline)) ssize_t sendfile64_slow(struct shim_sock *s,
 							 off64_t *offset,
 							 size_t count)
 {
-	return RDMA_CALL(out_fd, s,
-			 sendfile_rdma(s, in_fd, (off_t *)offset, count),
-			 sendfile64(out_fd, in_fd, offset, count));
+	return RDMA_CALL_WR(out_fd, s, 0,
+			    sendfile_rdma(s, in_fd, (off_t *)offset, count),
+			    sendfile64(out_fd, in_fd, offset, count));
 }
 
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
@@ -985,4 +1002,17 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 	if (likely(!IS_RDMA(s)))
 		return REAL(sendfile64)(out_fd, in_fd, offset, count);
 	return sendfile64_slow(s, out_fd, in_fd, offset, count);
+}
+
+ssize_t shim_connecting_io(struct shim_sock *s, bool dontwait,
+			   const struct timeval *tmo)
+{
+	int ms = tmo ? tv_ms(tmo) : -1, r;
+
+	if (dontwait || s->nonblock)
+		return -EAGAIN;
+	do
+		r = shim_settle_wait(s, ms);
+	while (r == -EINTR && ms < 0 && shim_eintr_restarts());
+	return r;
 }

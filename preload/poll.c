@@ -113,6 +113,8 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		if (s->kind == SHIM_SK_RDMA) {
 			p[i].fd = s->rs;
 			rdma = true;
+		} else if (s->kind == SHIM_SK_CONNECTING) {
+			p[i].fd = -1; /* nothing is ready while it connects */
 		} else if (s->kind == SHIM_SK_LISTEN) {
 			if (fds[i].events & POLLIN)
 				shim_listen_door(s);
@@ -183,7 +185,7 @@ static bool is_ours(int fd)
 	struct shim_sock *s = shim_fd_get(fd);
 
 	return s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN ||
-		     epoll_emul_fd(fd));
+		     s->kind == SHIM_SK_CONNECTING || epoll_emul_fd(fd));
 }
 
 static bool any_ours(const struct pollfd *fds, nfds_t nfds)
@@ -207,6 +209,8 @@ static int watch_fds(const struct pollfd *fds, nfds_t nfds, struct watch *w)
 		if (s && s->kind == SHIM_SK_RDMA) {
 			q.fd = s->rs;
 			err = shim_watch_add(w, q, s, NULL);
+		} else if (s && s->kind == SHIM_SK_CONNECTING) {
+			err = shim_settle_watch(w, s);
 		} else {
 			err = shim_watch_add(w, q, NULL, NULL);
 			if (!err && s && s->kind == SHIM_SK_LISTEN)
@@ -311,11 +315,17 @@ static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	}
 }
 
+/* Does a sleeper on fds need poll_epolls' watch: an epoll fd with RDMA
+ * fds in it, or a connect under way (its end shows in no fd of its own)? */
 static bool any_epoll_emul(const struct pollfd *fds, nfds_t nfds)
 {
-	for (nfds_t i = 0; i < nfds; i++)
-		if (epoll_emul_fd(fds[i].fd))
+	for (nfds_t i = 0; i < nfds; i++) {
+		struct shim_sock *s = shim_fd_get(fds[i].fd);
+
+		if (s &&
+		    (s->kind == SHIM_SK_CONNECTING || epoll_emul_fd(fds[i].fd)))
 			return true;
+	}
 	return false;
 }
 

@@ -100,6 +100,7 @@ struct shim_sock *shim_sock_new(int kind, int family)
 	       sizeof(*s) - offsetof(struct shim_sock, fdrefs));
 	__atomic_store_n(&s->kind, kind, __ATOMIC_RELAXED);
 	s->rs = -1;
+	s->settle_fd = -1;
 	s->family = family;
 	__atomic_store_n(&s->refs, 1, __ATOMIC_RELEASE);
 	return s;

@@ -27,7 +27,12 @@ enum shim_kind {
 	SHIM_SK_SVC,	/* librdmacm's service-thread socket (see svc.c) */
 	SHIM_SK_RELAY,	/* handed over at fork (handover.c): a loopback TCP
 			 * socket whose peer a relay feeds from the rsocket */
+	SHIM_SK_CONNECTING, /* a non-blocking connect's RDMA rendezvous runs
+			     * on a thread (connect.c); the fd is a bound,
+			     * unconnected kernel socket meanwhile */
 };
+/* Kinds whose data calls take the slow path (io.c) */
+#define SHIM_SK_IO_SLOW ((1u << SHIM_SK_RDMA) | (1u << SHIM_SK_CONNECTING))
 
 struct shim_sock {
 	int kind;
@@ -62,6 +67,10 @@ struct shim_sock {
 	bool rd_shut, wr_shut; /* shutdown() seen */
 	bool wr_full;	       /* the last send could not all go (atomic) */
 	int so_error;	       /* pending SO_ERROR for the program */
+	/* SHIM_SK_CONNECTING: an eventfd that the rendezvous's end makes
+	 * readable, made for the first sleeper (-1: none), and the sleepers
+	 * watching it; both under connect.c's settle_mu */
+	int settle_fd, settle_users;
 	/* atomic: the peer has gone and the one send TCP lets through after
 	 * that went (dropped): the connection is reset (io.c, past_end) */
 	int reset;
@@ -193,6 +202,11 @@ static inline void shim_fd_forget(int fd, struct shim_sock *s)
 void shim_fd_share(int oldfd, int newfd);
 /* fd -> sock with a reference held; NULL for fds the shim leaves alone. */
 struct shim_sock *shim_sock_ref(int fd);
+
+/* (connect.c) In a fork child: the settle lock made anew; a connect under
+ * way in the parent is the parent's (s answers from the kernel here). */
+void shim_connect_fork_reset(void);
+void shim_connect_fork_child(struct shim_sock *s);
 
 enum { SHIM_DOOR_NONE, SHIM_DOOR_OPENING, SHIM_DOOR_OPEN, SHIM_DOOR_SHUT };
 void shim_listen_door_slow(struct shim_sock *s);

@@ -37,12 +37,12 @@
 #endif
 
 #define MAYBE_RDMA                                                             \
-	(SHIM_SK(SHIM_SK_TCP) | SHIM_SK(SHIM_SK_RDMA) | SHIM_SK(SHIM_SK_LISTEN))
+	(SHIM_SK(SHIM_SK_TCP) | SHIM_SK(SHIM_SK_RDMA) |                        \
+	 SHIM_SK(SHIM_SK_LISTEN) | SHIM_SK(SHIM_SK_CONNECTING))
 
 static bool maybe_rdma(const struct shim_sock *s)
 {
-	return s && (s->kind == SHIM_SK_TCP || s->kind == SHIM_SK_RDMA ||
-		     s->kind == SHIM_SK_LISTEN);
+	return s && (SHIM_SK(s->kind) & MAYBE_RDMA);
 }
 
 static bool refused(int level, int name)
@@ -136,18 +136,22 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	if (likely(!maybe_rdma(s)))
+	if (likely(!maybe_rdma(s)) &&
+	    likely(!s || s->kind != SHIM_SK_DEAD ||
+		   !__atomic_load_n(&s->so_error, __ATOMIC_RELAXED)))
 		return REAL(getsockopt)(fd, level, name, val, len);
 	if (refused(level, name)) {
 		errno = ENOPROTOOPT;
 		return -1;
 	}
-	if (s->kind == SHIM_SK_RDMA && level == SOL_SOCKET &&
-	    name == SO_ERROR) {
+	/* an RDMA connection's error, or a non-blocking connect's that
+	 * failed (connect.c, settle_tcp) */
+	if (level == SOL_SOCKET && name == SO_ERROR &&
+	    (s->kind == SHIM_SK_RDMA ||
+	     __atomic_load_n(&s->so_error, __ATOMIC_RELAXED))) {
 		int r;
 
-		if (unlikely(!shim_sock_tryget(
-			fd, s, SHIM_SK(SHIM_SK_RDMA)))) /* a close() first */
+		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK_ANY)))
 			return getsockopt(fd, level, name, val, len);
 		r = so_error(s, val, len);
 		shim_sock_put(s);

@@ -953,6 +953,114 @@ static void case_splice(void)
 	unpair(&p);
 }
 
+/* ---- non-blocking connect -------------------------------------------- */
+
+static const char *evs(short ev, char *buf)
+{
+	snprintf(buf, 32, "%s%s%s%s", ev & POLLOUT ? "OUT" : "",
+		 ev & POLLIN ? "|IN" : "", ev & POLLERR ? "|ERR" : "",
+		 ev & POLLHUP ? "|HUP" : "");
+	return ev ? buf : "-";
+}
+
+/* accept one connection and read n bytes of it: "what came" */
+static void serve_one(const char *who, size_t n)
+{
+	char buf[16] = "", rb[24];
+	int s = accept_wait();
+	ssize_t r = -1;
+
+	if (s >= 0 && wait_readable(s))
+		r = recv(s, buf, n, MSG_WAITALL);
+	say("%s: the listener's end got %s \"%.*s\"", who,
+	    rstr(r, rb, sizeof(rb)), r > 0 ? (int)r : 0, buf);
+	if (s >= 0)
+		close(s);
+}
+
+/*
+ * A non-blocking connect returns EINPROGRESS at once, also towards a peer
+ * that never answers; meanwhile the socket is neither readable nor
+ * writable, its data calls say EAGAIN and connect EALREADY; a connection
+ * to a listener turns writable while the other is still pending.  The
+ * same after the socket is made blocking: connect and send wait for it.
+ */
+static void case_nbconnect(void)
+{
+	struct sockaddr_in hole = laddr;
+	uint8_t *ip = (uint8_t *)&hole.sin_addr;
+	int b = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int g = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int h = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int ep = epoll_create1(0), err = -1, r;
+	struct epoll_event ev = {.events = EPOLLOUT | EPOLLET}, got[4];
+	socklen_t elen = sizeof(err);
+	char n[24], eb[32];
+	int64_t t0;
+	char c;
+
+	ip[3] = ip[3] == 99 ? 98 : 99; /* no such host on the bed's link */
+	t0 = now_ms();
+	r = connect(b, (struct sockaddr *)&hole, sizeof(hole));
+	say("connect to a peer that never answers -> %s, %s",
+	    rstr(r, n, sizeof(n)), dur(now_ms() - t0));
+	ev.data.fd = g;
+	epoll_ctl(ep, EPOLL_CTL_ADD, g, &ev); /* before its connect */
+	t0 = now_ms();
+	r = connect(g, (struct sockaddr *)&laddr, sizeof(laddr));
+	say("connect to the listener -> %s, %s", rstr(r, n, sizeof(n)),
+	    dur(now_ms() - t0));
+	r = (int)recv(b, &c, 1, 0);
+	say("pending: recv -> %s", rstr(r, n, sizeof(n)));
+	r = (int)send(b, "x", 1, 0);
+	say("pending: send -> %s", rstr(r, n, sizeof(n)));
+	r = connect(b, (struct sockaddr *)&hole, sizeof(hole));
+	say("pending: connect again -> %s", rstr(r, n, sizeof(n)));
+	r = epoll_wait(ep, got, 4, 10000);
+	say("epoll_wait for the listener's connection -> %d %s", r,
+	    r == 1 && got[0].data.fd == g ? evs((short)got[0].events, eb) : "?");
+	{
+		struct pollfd p[2] = {{.fd = b, .events = POLLOUT},
+				      {.fd = g, .events = POLLOUT}};
+
+		r = poll(p, 2, 0);
+		say("poll both -> %d: unanswered %s, listener's %s", r,
+		    evs(p[0].revents, eb), evs(p[1].revents, eb + 16));
+	}
+	getsockopt(g, SOL_SOCKET, SO_ERROR, &err, &elen);
+	say("listener's: SO_ERROR %d", err);
+	r = connect(g, (struct sockaddr *)&laddr, sizeof(laddr));
+	say("listener's: connect again -> %s", rstr(r, n, sizeof(n)));
+	r = connect(g, (struct sockaddr *)&laddr, sizeof(laddr));
+	say("listener's: and again -> %s", rstr(r, n, sizeof(n)));
+	r = (int)send(g, "hi", 2, 0);
+	say("listener's: send -> %s", rstr(r, n, sizeof(n)));
+	serve_one("listener's", 2);
+
+	/* made blocking while it connects: the calls wait for it */
+	r = connect(h, (struct sockaddr *)&laddr, sizeof(laddr));
+	say("third: connect -> %s", rstr(r, n, sizeof(n)));
+	set_nb(h, false);
+	r = connect(h, (struct sockaddr *)&laddr, sizeof(laddr));
+	say("third, blocking: connect again -> %s", rstr(r, n, sizeof(n)));
+	r = (int)send(h, "abc", 3, 0);
+	say("third, blocking: send -> %s", rstr(r, n, sizeof(n)));
+	serve_one("third", 3);
+
+	{
+		struct pollfd p = {.fd = b, .events = POLLOUT};
+
+		t0 = now_ms();
+		r = poll(&p, 1, 300);
+		say("unanswered after 300 ms more: poll -> %d %s, %s", r,
+		    evs(p.revents, eb), dur(now_ms() - t0));
+	}
+	close(b);
+	close(g);
+	close(h);
+	close(ep);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -970,6 +1078,7 @@ static const struct {
     {"syscall", case_syscall},
     {"fdopen", case_fdopen},
     {"splice", case_splice},
+    {"nbconnect", case_nbconnect},
 };
 
 static void *watchdog(void *arg)

@@ -44,6 +44,20 @@ echo "PASS shimmed client -> plain server: TCP, first connect ${t1}us (probe), s
 figure "fallback connect: first ${t1} us with rsocket probe, second ${t2} us from the negative cache"
 [ "$t2" -lt "$t1" ] || fail "the negative cache did not make the second connect cheaper"
 
+# 1b. the same with non-blocking connects (an event loop): the rendezvous
+# runs behind EINPROGRESS, and its failure puts the kernel's connect on the
+# same socket, whose writability the program's epoll then sees (issue 15)
+q=$(pair plain-server-nb "$P" "$S" --mode epoll)
+[ "$q" = "0 0" ] || fail "non-blocking shimmed client -> plain server: QPs $q"
+grep -q 'TCP (rsocket connect failed' "$WORK/plain-server-nb/client" ||
+	fail "non-blocking client did not say why it fell back: $(cat "$WORK/plain-server-nb/client")"
+echo "PASS non-blocking shimmed client (epoll) -> plain server: TCP, every byte verified"
+q=$(pair plain-server-poll "$P" "$S ERDMA_SHIM_NEGCACHE_TTL_S=0" --mode poll)
+[ "$q" = "0 0" ] || fail "non-blocking shimmed client (poll) -> plain server: QPs $q"
+[ "$(grep -c 'TCP (rsocket connect failed' "$WORK/plain-server-poll/client")" = 2 ] ||
+	fail "non-blocking client (poll, no negative cache): not 2 probes: $(cat "$WORK/plain-server-poll/client")"
+echo "PASS non-blocking shimmed client (poll) -> plain server: TCP after a probe per connection, every byte verified"
+
 # 2. plain client -> shimmed server: the server's kernel listener serves it
 q=$(pair plain-client "$S" "$P")
 [ "$q" = "0 0" ] || fail "plain client -> shimmed server: QPs $q"
