@@ -204,6 +204,16 @@ static int rdma_eligible(const struct sockaddr_storage *dst,
 	return 0;
 }
 
+/* A rendezvous to rdst failed with rs: the peer goes into the negative
+ * cache, except for local shortages (and -EBUSY: a local wait ran out, see
+ * rsocket_glue's svc_mu; -EINTR: a signal), which say nothing about it. */
+static void note_failure(const struct sockaddr_storage *rdst, int rs)
+{
+	if (rs != -EMFILE && rs != -ENOMEM && rs != -ENOBUFS && rs != -EBUSY &&
+	    rs != -EINTR)
+		sg_negcache_add((const struct sockaddr *)rdst);
+}
+
 /* The rendezvous to rdst from the port kfd reserved (src, srclen; none
  * if 0): the connected rsocket, or -errno and why. */
 static int rendezvous(int kfd, struct shim_sock *s,
@@ -217,12 +227,7 @@ static int rendezvous(int kfd, struct shim_sock *s,
 	iwarp_unshare_port(kfd, reuse);
 	if (rs < 0) {
 		*why = "rsocket connect failed";
-		/* Local shortages (and -EBUSY: a local wait ran out, see
-		 * rsocket_glue's svc_mu; -EINTR: a signal) say nothing about
-		 * the peer. */
-		if (rs != -EMFILE && rs != -ENOMEM && rs != -ENOBUFS &&
-		    rs != -EBUSY && rs != -EINTR)
-			sg_negcache_add((const struct sockaddr *)rdst);
+		note_failure(rdst, rs);
 	}
 	return rs;
 }
@@ -334,7 +339,8 @@ static void connected(int fd, int kfd, struct shim_sock *s,
 	s->peer_len = len;
 	fill_local(kfd, s, rs);
 	sg_set_nonblock(rs, true); /* the shim does the blocking itself */
-	shim_stat_sock(s, fd, ERDMA_PATH_RDMA);
+	if (__atomic_load_n(&s->fdrefs, __ATOMIC_ACQUIRE)) /* not closed */
+		shim_stat_sock(s, fd, ERDMA_PATH_RDMA);
 	shim_dbg("fd %d -> %s: RDMA", fd,
 		 addr_str((const void *)addr, abuf, sizeof(abuf)));
 }
@@ -392,25 +398,38 @@ static int connect_slow(int fd, struct shim_sock *s,
 }
 
 /*
- * The non-blocking connect.  Its rendezvous runs on a thread of its own
- * (one per connect: a peer whose RDMA requests go unanswered holds up no
- * other), so an event loop is never stalled by it, and that thread also
- * answers the peer's handshake at once (an IB/RoCE listener's service
- * waits for it).  Signals are blocked there: the program's handlers run
- * on its own threads.  The thread holds a reference to s and a duplicate
- * of the fd (the program may close its fd, and the number be reused).
+ * The non-blocking connect.  Its rendezvous runs on the process's connect
+ * thread, started by the first one: the thread drives every rendezvous
+ * under way at once (one sg_wait over their rsockets: a peer whose RDMA
+ * requests go unanswered holds up no other), so an event loop is never
+ * stalled by one, and it answers each listener's handshake at once whatever
+ * the program does meanwhile (an IB/RoCE listener's service waits for it).
+ * One long-lived thread, not one per connect: the QPs it makes are listed
+ * under its id by `rdma res show qp` for as long as they live.  Signals are
+ * blocked there: the program's handlers run on its own threads.  Each
+ * connect holds a reference to s and a duplicate of the fd (the program
+ * may close its fd, and the number be reused).
  *
  * Sleepers (poll, epoll, a blocking call) watch s->settle_fd, an eventfd
  * made for the first of them and written when the rendezvous ends; the kind
  * changes under settle_mu, which the watchers also take, so none misses it.
  */
 struct nb_conn {
-	pthread_mutex_t go; /* held by connect() until s is set up */
+	struct nb_conn *next;
 	struct shim_sock *s;
-	int fd, kfd;
+	int fd, kfd, rs, reuse;
+	bool done;
+	int64_t deadline, retry_at, refused_until;
+	long nap_ms;
 	struct sockaddr_storage dst, rdst, src, ua;
 	socklen_t dlen, srclen, ulen;
 };
+
+/* The connect thread's inbox, and the eventfd that tells it of new ones. */
+static pthread_mutex_t inbox_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct nb_conn *inbox;
+static int inbox_efd = -1;
+static bool conn_thread_up;
 
 static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -432,6 +451,16 @@ static void settle_wake_locked(struct shim_sock *s)
 	}
 }
 
+int shim_sock_take_failure(struct shim_sock *s)
+{
+	int k = SHIM_SK_FAILED;
+
+	if (!__atomic_compare_exchange_n(&s->kind, &k, s->fail_kind, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 0;
+	return __atomic_exchange_n(&s->so_error, 0, __ATOMIC_RELAXED);
+}
+
 int shim_settle_watch(struct watch *w, struct shim_sock *s)
 {
 	int err = 0;
@@ -445,7 +474,7 @@ int shim_settle_watch(struct watch *w, struct shim_sock *s)
 		s->settle_fd = (int)REAL(syscall)(SYS_eventfd2, 0,
 						  EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->settle_fd < 0) {
-		err = -errno;
+		w->recheck = true; /* no fd to spare: look again, backing off */
 		goto out;
 	}
 	err = shim_watch_add(
@@ -535,92 +564,311 @@ static void settle_rdma(struct nb_conn *c, int rs)
 }
 
 /*
+ * The kernel's connect for c's socket, never blocking the connect thread:
+ * a program that made the socket blocking meanwhile waits in the shim for
+ * the connect to end (shim_settle_wait), and in the kernel's connect after
+ * that, so the file is non-blocking for this call alone.
+ */
+static int kernel_connect(int kfd, const struct sockaddr *to, socklen_t len)
+{
+	int fl = REAL(fcntl)(kfd, F_GETFL), r, e;
+
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		REAL(fcntl)(kfd, F_SETFL, fl | O_NONBLOCK);
+	r = REAL(connect)(kfd, to, len);
+	e = errno;
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		REAL(fcntl)(kfd, F_SETFL, fl);
+	errno = e;
+	return r;
+}
+
+/*
+ * Under require, a failed rendezvous leaves the socket as a refused kernel
+ * connect does: the kernel's own socket is refused, by a connect to a
+ * loopback port that a socket of ours holds without listening.  Every
+ * later call then answers exactly as after a refusal (poll IN|OUT|ERR|HUP,
+ * SO_ERROR or the first send ECONNREFUSED, then EPIPE, recv 0, connect
+ * ECONNABORTED and then a new attempt).  0, or -1 when that could not be
+ * done (no loopback, no fd): the caller emulates it (SHIM_SK_FAILED).
+ */
+static int kernel_refused(int kfd, int family)
+{
+	struct sockaddr_storage lo = {.ss_family = (sa_family_t)family};
+	socklen_t len = family == AF_INET ? sizeof(struct sockaddr_in)
+					  : sizeof(struct sockaddr_in6);
+	struct pollfd p = {.fd = kfd, .events = POLLOUT};
+	int t = (int)REAL(socket)(family, SOCK_STREAM | SOCK_CLOEXEC, 0),
+	    r = -1;
+
+	if (t < 0)
+		return -1;
+	if (family == AF_INET)
+		((struct sockaddr_in *)&lo)->sin_addr.s_addr =
+		    htonl(INADDR_LOOPBACK);
+	else
+		((struct sockaddr_in6 *)&lo)->sin6_addr = in6addr_loopback;
+	if (REAL(bind)(t, (struct sockaddr *)&lo, len) == 0 &&
+	    REAL(getsockname)(t, (struct sockaddr *)&lo, &len) == 0 &&
+	    kernel_connect(kfd, (struct sockaddr *)&lo, len) < 0 &&
+	    (errno == ECONNREFUSED ||
+	     (errno == EINPROGRESS && REAL(poll)(&p, 1, 1000) == 1 &&
+	      (p.revents & POLLERR))))
+		r = 0;
+	REAL(close)(t);
+	return r;
+}
+
+/*
  * The rendezvous failed: in auto mode the kernel's connect goes on the same
  * socket and s answers from the kernel (SHIM_SK_DEAD); under require the
- * error is the socket's SO_ERROR, and it is unconnected again (a kernel
- * socket after a refused connect).  Registrations go to the kernel set.
+ * kernel socket is refused (kernel_refused) and s is an unconnected TCP
+ * sock again, which a later connect tries anew.  When the kernel's connect
+ * fails at once, or the refusal can't be made, the error is told once by
+ * the next call (SHIM_SK_FAILED).  Registrations go to the kernel set.
  */
 static void settle_tcp(struct nb_conn *c, int rs, const char *why)
 {
 	struct shim_sock *s = c->s;
-	int err = failed(c->fd, &c->dst, rs, why), kind = SHIM_SK_TCP;
+	int err = failed(c->fd, &c->dst, rs, why), kind = SHIM_SK_FAILED;
 
 	if (err < 0) {
-		__atomic_store_n(&s->so_error, -err, __ATOMIC_RELAXED);
-	} else {
-		kind = SHIM_SK_DEAD;
-		/* not for a socket the program closed meanwhile */
+		s->fail_kind = SHIM_SK_TCP;
 		if (!__atomic_load_n(&s->fdrefs, __ATOMIC_ACQUIRE))
-			;
-		else if (REAL(connect)(c->kfd, (struct sockaddr *)&c->ua,
-				       c->ulen) == 0 ||
-			 errno == EINPROGRESS)
+			kind = SHIM_SK_TCP;
+		else if (kernel_refused(c->kfd, s->family) == 0) {
+			kind = SHIM_SK_TCP;
+			__atomic_store_n(&s->refused, true, __ATOMIC_RELAXED);
+		} else {
+			__atomic_store_n(&s->so_error, -err, __ATOMIC_RELAXED);
+		}
+	} else {
+		s->fail_kind = SHIM_SK_DEAD;
+		/* not for a socket the program closed meanwhile */
+		if (!__atomic_load_n(&s->fdrefs, __ATOMIC_ACQUIRE)) {
+			kind = SHIM_SK_DEAD;
+		} else if (kernel_connect(c->kfd, (struct sockaddr *)&c->ua,
+					  c->ulen) == 0 ||
+			   errno == EINPROGRESS) {
+			kind = SHIM_SK_DEAD;
 			shim_stat_kernel(c->fd, ERDMA_PATH_TCP, why, -rs,
 					 (struct sockaddr *)&c->ua, c->ulen);
-		else
+		} else {
 			__atomic_store_n(&s->so_error, errno, __ATOMIC_RELAXED);
+		}
 	}
 	pthread_mutex_lock(&settle_mu);
-	__atomic_store_n(&s->kind, kind, __ATOMIC_RELEASE);
+	/* seq_cst: pairs with an epoll_ctl ADD's (epoll.c, ctl_slow) */
+	__atomic_store_n(&s->kind, kind, __ATOMIC_SEQ_CST);
 	settle_wake_locked(s);
 	pthread_mutex_unlock(&settle_mu);
 	__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 	shim_epoll_fell_back(s);
 }
 
-static void *nb_connect_main(void *arg)
+/* c's rendezvous ended: r 0 (connected, c->rs) or -errno.  Under
+ * require a refusal is tried again for a moment (as connect_rdma does):
+ * false then, c stays. */
+static bool nb_end(struct nb_conn *c, int r, int64_t now)
 {
-	struct nb_conn *c = arg;
-	const char *why = "";
+	if (r < 0 && c->rs >= 0)
+		sg_close(c->rs);
+	if (r < 0)
+		c->rs = -1;
+	if (r == -ECONNREFUSED && shim_cfg.mode == SHIM_MODE_REQUIRE &&
+	    now + c->nap_ms <= c->refused_until) {
+		c->retry_at = now + c->nap_ms;
+		c->nap_ms = c->nap_ms < 100 ? c->nap_ms * 2 : 100;
+		return false;
+	}
+	iwarp_unshare_port(c->kfd, c->reuse);
+	if (r < 0) {
+		note_failure(&c->rdst, r);
+		settle_tcp(c, r, "rsocket connect failed");
+	} else {
+		settle_rdma(c, c->rs);
+	}
+	pthread_mutex_lock(&inbox_mu);
+	REAL(close)(c->kfd);
+	c->kfd = -1;
+	pthread_mutex_unlock(&inbox_mu);
+	shim_sock_put(c->s);
+	c->done = true;
+	return true;
+}
+
+/* Send c's request (again, after a refusal under require). */
+static void nb_begin(struct nb_conn *c, int64_t now)
+{
+	struct sg_bufs bufs = {.snd = c->s->sndbuf, .rcv = c->s->rcvbuf};
+	bool done = false;
 	int rs;
 
-	pthread_mutex_lock(&c->go); /* connect() has set s up */
-	pthread_mutex_unlock(&c->go);
-	pthread_mutex_destroy(&c->go);
-	rs = rendezvous(c->kfd, c->s, &c->rdst, c->dlen, &c->src, c->srclen,
-			&why);
-	if (rs >= 0)
-		settle_rdma(c, rs);
-	else
-		settle_tcp(c, rs, why);
-	REAL(close)(c->kfd);
-	shim_sock_put(c->s);
-	free(c);
+	rs = sg_connect_begin((struct sockaddr *)&c->rdst, c->dlen,
+			      c->srclen ? (struct sockaddr *)&c->src : NULL,
+			      c->srclen, &bufs, &done);
+	if (rs == -EBUSY) { /* a listener call holds the service lock */
+		c->retry_at = now + 2;
+		return;
+	}
+	if (rs < 0) {
+		nb_end(c, rs, now);
+		return;
+	}
+	c->rs = rs;
+	c->deadline = now + (int64_t)shim_cfg.connect_timeout_ms;
+	if (done)
+		nb_end(c, 0, now);
+}
+
+/*
+ * The connects in flight (nb_live: the connect thread's, new ones first),
+ * finished ones swept out; the soonest deadline or retry (-1: none) in
+ * *wake_at.  The list and each kfd change under inbox_mu, which a fork
+ * holds: the child closes the duplicates it inherits (shim_connect_fork_
+ * reset), which would hold the socket and its port there.
+ */
+static struct nb_conn *nb_live;
+
+static void nb_sweep(int64_t now, int64_t *wake_at)
+{
+	struct nb_conn **pp, *c, *dead = NULL;
+
+	pthread_mutex_lock(&inbox_mu);
+	while ((c = inbox)) {
+		inbox = c->next;
+		c->next = nb_live;
+		nb_live = c;
+	}
+	pthread_mutex_unlock(&inbox_mu);
+	*wake_at = -1;
+	for (c = nb_live; c; c = c->next) {
+		if (!c->done && c->rs < 0 && c->retry_at <= now)
+			nb_begin(c, now);
+		if (!c->done && c->rs >= 0 && now >= c->deadline)
+			nb_end(c, -ETIMEDOUT, now);
+		if (c->done)
+			continue;
+		int64_t at = c->rs >= 0 ? c->deadline : c->retry_at;
+
+		if (*wake_at < 0 || at < *wake_at)
+			*wake_at = at;
+	}
+	pthread_mutex_lock(&inbox_mu);
+	for (pp = &nb_live; (c = *pp);) {
+		if (c->done) {
+			*pp = c->next;
+			c->next = dead;
+			dead = c;
+		} else {
+			pp = &c->next;
+		}
+	}
+	pthread_mutex_unlock(&inbox_mu);
+	while ((c = dead)) {
+		dead = c->next;
+		free(c);
+	}
+}
+
+static void *conn_thread(void *arg)
+{
+	struct nb_conn **who = NULL, *c;
+	struct pollfd *p = NULL;
+	int cap = 0;
+
+	(void)arg;
+	for (;;) {
+		int64_t now = shim_now_ms(), wake_at;
+		int n = 1, r, ms;
+
+		nb_sweep(now, &wake_at);
+		for (c = nb_live; c; c = c->next)
+			n++;
+		if (n > cap) {
+			struct pollfd *np = realloc(p, (size_t)n * sizeof(*p));
+			struct nb_conn **nw =
+			    np ? realloc(who, (size_t)n * sizeof(*who)) : NULL;
+
+			if (np)
+				p = np;
+			if (!nw) { /* look again in a moment */
+				nanosleep(&(struct timespec){0, 10000000L},
+					  NULL);
+				continue;
+			}
+			who = nw;
+			cap = n;
+		}
+		n = 0;
+		p[n++] = (struct pollfd){.fd = inbox_efd, .events = POLLIN};
+		for (c = nb_live; c; c = c->next)
+			if (c->rs >= 0) {
+				who[n] = c;
+				p[n++] = (struct pollfd){.fd = c->rs,
+							 .events = POLLOUT};
+			}
+		ms =
+		    wake_at < 0 ? -1 : (int)(wake_at > now ? wake_at - now : 0);
+		r = sg_wait(p, (nfds_t)n, ms);
+		if (r < 0) /* not expected: do not spin on it */
+			nanosleep(&(struct timespec){0, 1000000L}, NULL);
+		if (r <= 0)
+			continue;
+		if (p[0].revents) {
+			uint64_t v;
+
+			(void)REAL(read)(inbox_efd, &v, sizeof(v));
+		}
+		now = shim_now_ms();
+		for (int i = 1; i < n; i++) {
+			c = who[i];
+			r = sg_connect_result(c->rs, p[i].revents);
+			if (r != -EINPROGRESS)
+				nb_end(c, r, now);
+		}
+	}
 	return NULL;
 }
 
-/* A thread for c, with every signal blocked: 0 or -errno. */
-static int nb_thread(struct nb_conn *c)
+/* The connect thread, started once: 0 or -errno.  Under inbox_mu. */
+static int conn_thread_start_locked(void)
 {
-	pthread_attr_t at;
-	pthread_t t;
-	sigset_t all, old;
 	int r;
 
-	if (pthread_attr_init(&at))
-		return -ENOMEM;
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, 256 * 1024);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&t, &at, nb_connect_main, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&at);
-	return -r;
+	if (conn_thread_up)
+		return 0;
+	if (inbox_efd < 0)
+		inbox_efd = (int)REAL(syscall)(SYS_eventfd2, 0,
+					       EFD_CLOEXEC | EFD_NONBLOCK);
+	if (inbox_efd < 0)
+		return -errno;
+	r = shim_spawn(conn_thread, NULL);
+	if (r < 0)
+		return r;
+	conn_thread_up = true;
+	return 0;
 }
 
-/* EINPROGRESS with the rendezvous started, or -ENOTSUP: connect_slow
- * does it all (not eligible: it falls back and says why; no thread). */
+/* EINPROGRESS with the rendezvous handed to the connect thread, or
+ * -ENOTSUP: connect_slow does it all (not eligible: it falls back and
+ * says why; no thread). */
 static int connect_async(int fd, struct shim_sock *s,
 			 const struct sockaddr_storage *dst, socklen_t dlen,
 			 const struct sockaddr *addr, socklen_t len)
 {
 	struct nb_conn *c = calloc(1, sizeof(*c));
 	const char *why;
+	int r;
 
 	if (!c)
 		return -ENOTSUP;
 	if (rdma_eligible(dst, &c->rdst, &why) < 0)
+		goto sync;
+	pthread_mutex_lock(&inbox_mu);
+	r = conn_thread_start_locked();
+	pthread_mutex_unlock(&inbox_mu);
+	if (r < 0)
 		goto sync;
 	c->kfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
 	if (c->kfd < 0)
@@ -629,23 +877,23 @@ static int connect_async(int fd, struct shim_sock *s,
 		c->srclen = 0;
 	c->s = s;
 	c->fd = fd;
+	c->rs = -1;
 	c->dst = *dst;
 	c->dlen = dlen;
 	memcpy(&c->ua, addr, len);
 	c->ulen = len;
-	pthread_mutex_init(&c->go, NULL);
-	pthread_mutex_lock(&c->go);
-	if (nb_thread(c) < 0) {
-		pthread_mutex_unlock(&c->go);
-		pthread_mutex_destroy(&c->go);
-		REAL(close)(c->kfd);
-		goto sync;
-	}
-	shim_sock_get(s); /* the thread's */
+	c->nap_ms = 5;
+	c->refused_until = shim_now_ms() + REFUSED_RETRY_MS;
+	c->reuse = iwarp_share_port(c->kfd);
+	shim_sock_get(s); /* the connect thread's */
 	__atomic_add_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->kind, SHIM_SK_CONNECTING, __ATOMIC_RELEASE);
 	shim_epoll_sock_changed(s); /* its registrations are emulated */
-	pthread_mutex_unlock(&c->go);
+	pthread_mutex_lock(&inbox_mu);
+	c->next = inbox;
+	inbox = c;
+	pthread_mutex_unlock(&inbox_mu);
+	(void)eventfd_write(inbox_efd, 1);
 	return -EINPROGRESS;
 sync:
 	free(c);
@@ -664,9 +912,36 @@ void shim_connect_fork_child(struct shim_sock *s)
 	__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 }
 
+static void close_dups(struct nb_conn *c)
+{
+	for (; c; c = c->next)
+		if (c->kfd >= 0)
+			REAL(close)(c->kfd);
+}
+
+void shim_connect_fork_prepare(void)
+{
+	pthread_mutex_lock(&inbox_mu);
+}
+
+void shim_connect_fork_parent(void)
+{
+	pthread_mutex_unlock(&inbox_mu);
+}
+
 void shim_connect_fork_reset(void)
 {
 	pthread_mutex_init(&settle_mu, NULL);
+	/* the parent's connects and thread are not here: nor are their
+	 * duplicates of the program's sockets (held since before_fork) */
+	close_dups(inbox);
+	close_dups(nb_live);
+	pthread_mutex_init(&inbox_mu, NULL);
+	inbox = nb_live = NULL;
+	conn_thread_up = false;
+	if (inbox_efd >= 0)
+		REAL(close)(inbox_efd);
+	inbox_efd = -1;
 }
 
 /* connect with a reference to s held; 0, -errno, or 1: make the call
@@ -676,6 +951,13 @@ static int connect_held(int fd, struct shim_sock *s,
 {
 	int kind = __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE), r;
 
+	if (kind == SHIM_SK_FAILED) {
+		/* the failed connect's error first, as the kernel's */
+		r = shim_sock_take_failure(s);
+		if (r)
+			return -r;
+		return 1;
+	}
 	if (kind == SHIM_SK_RDMA || kind == SHIM_SK_CONNECTING) {
 		struct sockaddr_storage ua;
 		/* The kernel checks the address before the socket's state. */
@@ -690,10 +972,12 @@ static int connect_held(int fd, struct shim_sock *s,
 		/* as the kernel's connecting socket: EALREADY, or a wait */
 		if (s->nonblock)
 			return -EALREADY;
+		/* the kernel's wait is bounded by SO_SNDTIMEO: EINPROGRESS */
 		do
-			r = shim_settle_wait(s, -1);
-		while (r == -EINTR && shim_eintr_restarts());
-		return r < 0 ? r : 1;
+			r = shim_settle_wait(s, shim_tv_ms(&s->sndtimeo));
+		while (r == -EINTR && shim_tv_ms(&s->sndtimeo) < 0 &&
+		       shim_eintr_restarts());
+		return r == -EAGAIN ? -EINPROGRESS : r < 0 ? r : 1;
 	}
 	if (kind == SHIM_SK_RDMA) {
 		/* After EINPROGRESS the kernel answers the next connect with
@@ -707,10 +991,10 @@ static int connect_held(int fd, struct shim_sock *s,
 		return -EISCONN; /* what Linux says for a listening socket */
 	if (kind == SHIM_SK_DEAD)
 		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
-	/* A failed connect's error comes first, as the kernel's sock_error */
-	r = __atomic_exchange_n(&s->so_error, 0, __ATOMIC_RELAXED);
-	if (r)
-		return -r;
+	/* After a refusal (kernel_refused) the kernel says what follows: its
+	 * error or ECONNABORTED, and a new connect after that. */
+	if (__atomic_exchange_n(&s->refused, false, __ATOMIC_RELAXED))
+		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 	return connect_slow(fd, s, addr, len);
 }
 

@@ -183,8 +183,8 @@ static void drain_wake(struct ep_set *set)
  * kind first and then visits the sets (shim_epoll_fell_back). */
 static bool conn_kind(const struct shim_sock *s)
 {
-	return SHIM_SK(__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE)) &
-	       SHIM_SK_IO_SLOW;
+	return SHIM_SK(__atomic_load_n(&s->kind, __ATOMIC_SEQ_CST)) &
+	       SHIM_SK_EMUL;
 }
 
 static bool connecting(const struct shim_sock *s)
@@ -458,18 +458,21 @@ void shim_epoll_sock_changed(struct shim_sock *s)
 }
 
 /* A connecting sock fell back to its kernel socket: its registrations go
- * to the kernel set with the program's mask and data, as if made there. */
+ * to the kernel set with the program's mask and data, as if made there.
+ * They stay listed, as a TCP sock's are (one whose connect failed may be
+ * connected again, and over RDMA: move_to_rdma). */
 static void move_to_kernel(struct ep_set *set, struct ep_reg **pp)
 {
 	struct ep_reg *r = *pp;
 	struct epoll_event ev = {.events = r->events, .data = r->data};
 
-	if (r->in_kernel || r->inner)
+	if (r->in_kernel || r->inner || r->marked)
 		return;
 	if (r->disabled) /* a one-shot that fired stays disarmed */
 		ev.events &= EPOLLONESHOT | EPOLLET;
 	(void)REAL(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, r->fd, &ev);
-	reg_unlink(set, pp);
+	r->in_kernel = true;
+	__atomic_sub_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
 	kick(set);
 }
 
@@ -654,6 +657,11 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 		 * the kernel's goes with the file (ctl_add linked it first). */
 		if (!err && !__atomic_load_n(&s->fdrefs, __ATOMIC_SEQ_CST))
 			drop_reg(set, &set->regs);
+		/* So did the end of its connect, which may have looked for
+		 * registrations to move before this one was linked (seq_cst:
+		 * reg_link's ep_regs, the settle's kind). */
+		else if (!err && !conn_kind(s))
+			move_to_kernel(set, &set->regs);
 	} else if (!pp)
 		err = -ENOENT;
 	else if (op == EPOLL_CTL_MOD)
@@ -681,9 +689,11 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	int r;
 
+	/* (a DEAD sock may have registrations listed: a connect that fell
+	 * back to the kernel, connect.c) */
 	if (likely(!s || s->kind == SHIM_SK_INTERNAL ||
-		   s->kind == SHIM_SK_DEAD || s->kind == SHIM_SK_SVC ||
-		   s->kind == SHIM_SK_RELAY || shim_in_lib()))
+		   s->kind == SHIM_SK_SVC || s->kind == SHIM_SK_RELAY ||
+		   shim_in_lib()))
 		return REAL(epoll_ctl)(epfd, op, fd, ev);
 	s = shim_sock_ref(fd);
 	if (!s)

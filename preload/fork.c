@@ -83,12 +83,14 @@ static void before_fork(void)
 {
 	shim_handover_prepare();
 	shim_epoll_fork_prepare();
-	shim_sock_fork_prepare(); /* after both: they may make socks */
+	shim_connect_fork_prepare();
+	shim_sock_fork_prepare(); /* after the others: they may make socks */
 }
 
 static void parent_after_fork(void)
 {
 	shim_sock_fork_parent();
+	shim_connect_fork_parent();
 	shim_epoll_fork_parent();
 	shim_handover_parent();
 }

@@ -21,15 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int tv_ms(const struct timeval *tv)
-{
-	long long ms;
-
-	if (!tv->tv_sec && !tv->tv_usec)
-		return -1;
-	ms = (long long)tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000;
-	return ms > INT_MAX ? INT_MAX : (int)ms;
-}
+static ssize_t not_rdma(int fd, struct shim_sock *s, bool dontwait,
+			const struct timeval *tmo);
 
 /*
  * Wait until rs has ev or the socket timeout expires (-EAGAIN, as the
@@ -74,7 +67,7 @@ static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo,
 		    int64_t *deadline)
 {
 	struct pollfd p = {.fd = s->rs, .events = ev};
-	int ms = tv_ms(tmo), left = -1, r;
+	int ms = shim_tv_ms(tmo), left = -1, r;
 
 	for (;;) {
 		if (ms >= 0) {
@@ -127,7 +120,7 @@ static ssize_t recv_none(struct shim_sock *s, bool dontwait)
 static int peek_pause(struct shim_sock *s, int *pause_ms, int64_t *deadline)
 {
 	struct pollfd p = {.fd = s->rs, .events = POLLIN};
-	int ms = tv_ms(&s->rcvtimeo), nap = *pause_ms, r;
+	int ms = shim_tv_ms(&s->rcvtimeo), nap = *pause_ms, r;
 	struct timespec ts;
 
 	if (sg_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
@@ -548,18 +541,11 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 #define RDMA_CALL_F(fd, s, fl, tmo, expr, again)                               \
 	({                                                                     \
 		ssize_t r_;                                                    \
-		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK_IO_SLOW)))       \
-			return again;                                          \
-		if (unlikely(__atomic_load_n(&(s)->kind, __ATOMIC_ACQUIRE) ==  \
-			     SHIM_SK_CONNECTING)) {                            \
-			r_ = shim_connecting_io(s, (fl)&MSG_DONTWAIT, tmo);    \
-			shim_sock_put(s);                                      \
-			if (!r_)                                               \
-				return again;                                  \
-		} else {                                                       \
-			r_ = (expr);                                           \
-			shim_sock_put(s);                                      \
-		}                                                              \
+		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA)))) \
+			return not_rdma(fd, s, (fl)&MSG_DONTWAIT, tmo)         \
+				   ?: again;                                   \
+		r_ = (expr);                                                   \
+		shim_sock_put(s);                                              \
 		shim_ret(r_);                                                  \
 	})
 #define RDMA_CALL_RD(fd, s, fl, expr, again)                                   \
@@ -1004,10 +990,33 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 	return sendfile64_slow(s, out_fd, in_fd, offset, count);
 }
 
+/*
+ * A data call's sock was not (or no longer) RDMA: a connect under way, a
+ * connect that failed, or anything else.  The call's answer (-1, errno
+ * set), or 0: make the call again from the fd (a close came first, or the
+ * connect ended meanwhile).  Out of line: the wrappers' kernel-fd path
+ * stays a tail call.
+ */
+static __attribute__((noinline)) ssize_t
+not_rdma(int fd, struct shim_sock *s, bool dontwait, const struct timeval *tmo)
+{
+	ssize_t r;
+
+	if (!shim_sock_tryget(
+		fd, s, SHIM_SK(SHIM_SK_CONNECTING) | SHIM_SK(SHIM_SK_FAILED)))
+		return 0;
+	if (__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) == SHIM_SK_FAILED)
+		r = -shim_sock_take_failure(s);
+	else
+		r = shim_connecting_io(s, dontwait, tmo);
+	shim_sock_put(s);
+	return r ? shim_ret(r) : 0;
+}
+
 ssize_t shim_connecting_io(struct shim_sock *s, bool dontwait,
 			   const struct timeval *tmo)
 {
-	int ms = tmo ? tv_ms(tmo) : -1, r;
+	int ms = tmo ? shim_tv_ms(tmo) : -1, r;
 
 	if (dontwait || s->nonblock)
 		return -EAGAIN;

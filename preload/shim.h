@@ -194,6 +194,18 @@ static inline int64_t shim_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* A socket timeout (SO_RCVTIMEO/SO_SNDTIMEO) in whole milliseconds, rounded
+ * up; -1 when unset (zero: forever). */
+static inline int shim_tv_ms(const struct timeval *tv)
+{
+	long long ms;
+
+	if (!tv->tv_sec && !tv->tv_usec)
+		return -1;
+	ms = (long long)tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000;
+	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+}
+
 /* A timespec timeout in whole milliseconds, rounded up; NULL = -1 (forever). */
 static inline int shim_ts_to_ms(const struct timespec *ts)
 {

@@ -30,9 +30,15 @@ enum shim_kind {
 	SHIM_SK_CONNECTING, /* a non-blocking connect's RDMA rendezvous runs
 			     * on a thread (connect.c); the fd is a bound,
 			     * unconnected kernel socket meanwhile */
+	SHIM_SK_FAILED,	    /* that rendezvous failed and no kernel connect
+			     * followed: so_error is the connect's error,
+			     * which the next call reports, as the kernel's
+			     * sock_error; then s is fail_kind */
 };
+/* Kinds whose readiness is emulated (poll, epoll) */
+#define SHIM_SK_EMUL ((1u << SHIM_SK_RDMA) | (1u << SHIM_SK_CONNECTING))
 /* Kinds whose data calls take the slow path (io.c) */
-#define SHIM_SK_IO_SLOW ((1u << SHIM_SK_RDMA) | (1u << SHIM_SK_CONNECTING))
+#define SHIM_SK_IO_SLOW (SHIM_SK_EMUL | (1u << SHIM_SK_FAILED))
 
 struct shim_sock {
 	int kind;
@@ -71,6 +77,10 @@ struct shim_sock {
 	 * readable, made for the first sleeper (-1: none), and the sleepers
 	 * watching it; both under connect.c's settle_mu */
 	int settle_fd, settle_users;
+	int fail_kind; /* SHIM_SK_FAILED: the kind after its error is told */
+	/* atomic: TCP, its kernel socket refused for a failed rendezvous
+	 * (connect.c, kernel_refused): the next connect is the kernel's */
+	bool refused;
 	/* atomic: the peer has gone and the one send TCP lets through after
 	 * that went (dropped): the connection is reset (io.c, past_end) */
 	int reset;
@@ -206,6 +216,11 @@ struct shim_sock *shim_sock_ref(int fd);
 /* (connect.c) In a fork child: the settle lock made anew; a connect under
  * way in the parent is the parent's (s answers from the kernel here). */
 void shim_connect_fork_reset(void);
+void shim_connect_fork_prepare(void);
+void shim_connect_fork_parent(void);
+/* A call found s SHIM_SK_FAILED: the connect's error (cleared), or 0
+ * when another call took it; s is of its next kind after it. */
+int shim_sock_take_failure(struct shim_sock *s);
 void shim_connect_fork_child(struct shim_sock *s);
 
 enum { SHIM_DOOR_NONE, SHIM_DOOR_OPENING, SHIM_DOOR_OPEN, SHIM_DOOR_SHUT };

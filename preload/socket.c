@@ -383,8 +383,13 @@ SHIM_EXPORT int listen(int fd, int backlog)
 	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || s->kind != SHIM_SK_TCP))
+	if (likely(!s || s->kind != SHIM_SK_TCP)) {
+		if (unlikely(s && s->kind == SHIM_SK_CONNECTING)) {
+			errno = EINVAL; /* the kernel's, while it connects */
+			return -1;
+		}
 		return REAL(listen)(fd, backlog);
+	}
 	if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_TCP))))
 		return listen(fd, backlog); /* a close() came first */
 	r = listen_held(fd, s, backlog);

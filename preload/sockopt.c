@@ -38,7 +38,8 @@
 
 #define MAYBE_RDMA                                                             \
 	(SHIM_SK(SHIM_SK_TCP) | SHIM_SK(SHIM_SK_RDMA) |                        \
-	 SHIM_SK(SHIM_SK_LISTEN) | SHIM_SK(SHIM_SK_CONNECTING))
+	 SHIM_SK(SHIM_SK_LISTEN) | SHIM_SK(SHIM_SK_CONNECTING) |               \
+	 SHIM_SK(SHIM_SK_FAILED))
 
 static bool maybe_rdma(const struct shim_sock *s)
 {

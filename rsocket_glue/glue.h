@@ -58,6 +58,18 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 /* A pending connection on a listening rsocket, or -EAGAIN.  Blocking mode. */
 int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len);
 
+/*
+ * The same rendezvous in steps, for a thread that drives many (connect.c):
+ * begin returns the rsocket (*done: connected already) or -errno, -EBUSY
+ * when a listener call holds the service lock (try again a little later);
+ * the rsocket is then polled for POLLOUT (sg_wait drives its handshake)
+ * and result says what its revents mean: 0 connected, -EINPROGRESS not
+ * yet, -errno failed (the caller closes it).
+ */
+int sg_connect_begin(const struct sockaddr *dst, socklen_t len,
+		     const struct sockaddr *src, socklen_t srclen,
+		     const struct sg_bufs *bufs, bool *done);
+int sg_connect_result(int rs, short revents);
 int sg_close(int rs);
 int sg_shutdown(int rs, int how);
 int sg_set_nonblock(int rs, bool nonblock);

@@ -164,37 +164,62 @@ static int svc_lock_within(const struct timespec *t0, int timeout_ms)
 	return pthread_mutex_timedlock(&svc_mu, &dl) ? -EBUSY : 0;
 }
 
+/* The rendezvous's first step: a non-blocking rsocket (bound to src if
+ * given) and its request sent.  svc_mu is waited for within timeout_ms of
+ * t0, or (timeout_ms < 0) only tried: -EBUSY.  Returns the rsocket, with
+ * *r 0 (connected) or -EINPROGRESS; or -errno (nothing is left). */
+static int connect_start(const struct sockaddr *dst, socklen_t len,
+			 const struct sockaddr *src, socklen_t srclen,
+			 const struct timespec *t0, int timeout_ms,
+			 const struct sg_bufs *bufs, int *r)
+{
+	int rs;
+
+	__atomic_store_n(&lib_used, true, __ATOMIC_RELEASE);
+	rs = (int)LIB_CALL(rsocket(dst->sa_family, SOCK_STREAM, 0));
+	if (rs < 0)
+		return rs;
+	*r = sg_apply_tunables(rs, &shim_cfg, bufs);
+	if (*r == 0 && src && LIB_CALL(rbind(rs, src, srclen)) < 0)
+		shim_dbg(
+		    "rsocket %d: rbind to the TCP port failed; ports differ",
+		    rs);
+	if (*r == 0)
+		*r = sg_set_nonblock(rs, true);
+	if (*r == 0)
+		*r = timeout_ms >= 0 ? svc_lock_within(t0, timeout_ms)
+		     : pthread_mutex_trylock(&svc_mu) ? -EBUSY
+						      : 0;
+	if (*r == 0) {
+		shim_svc_guard = true;
+		*r = (int)LIB_CALL(rconnect(rs, dst, len));
+		shim_svc_guard = false;
+		pthread_mutex_unlock(&svc_mu);
+		/* A signal handler (a profiling timer, say) says nothing
+		 * about the peer: the rendezvous goes on within its time. */
+		if (*r == -EINTR)
+			*r = -EINPROGRESS;
+	}
+	if (*r < 0 && *r != -EINPROGRESS) {
+		sg_close(rs);
+		return *r;
+	}
+	return rs;
+}
+
 int sg_connect(const struct sockaddr *dst, socklen_t len,
 	       const struct sockaddr *src, socklen_t srclen, int timeout_ms,
 	       const struct sg_bufs *bufs)
 {
 	struct timespec t0;
-	int rs, r;
+	int rs, r = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	__atomic_store_n(&lib_used, true, __ATOMIC_RELEASE);
-	rs = (int)LIB_CALL(rsocket(dst->sa_family, SOCK_STREAM, 0));
+	rs = connect_start(dst, len, src, srclen, &t0, timeout_ms, bufs, &r);
 	if (rs < 0)
 		return rs;
-	r = sg_apply_tunables(rs, &shim_cfg, bufs);
-	if (r == 0 && src && LIB_CALL(rbind(rs, src, srclen)) < 0)
-		shim_dbg(
-		    "rsocket %d: rbind to the TCP port failed; ports differ",
-		    rs);
-	if (r == 0)
-		r = sg_set_nonblock(rs, true);
-	if (r == 0)
-		r = svc_lock_within(&t0, timeout_ms);
-	if (r == 0) {
-		shim_svc_guard = true;
-		r = (int)LIB_CALL(rconnect(rs, dst, len));
-		shim_svc_guard = false;
-		pthread_mutex_unlock(&svc_mu);
-		/* A signal handler (a profiling timer, say) says nothing
-		 * about the peer: the rendezvous goes on within its time. */
-		while (r == -EINPROGRESS || r == -EINTR)
-			r = wait_connected(rs, ms_left(&t0, timeout_ms));
-	}
+	while (r == -EINPROGRESS || r == -EINTR)
+		r = wait_connected(rs, ms_left(&t0, timeout_ms));
 	if (r == 0)
 		r = sg_set_nonblock(rs, false);
 	if (r < 0) {
@@ -203,6 +228,39 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 	}
 	cm_track(rs);
 	return rs;
+}
+
+int sg_connect_begin(const struct sockaddr *dst, socklen_t len,
+		     const struct sockaddr *src, socklen_t srclen,
+		     const struct sg_bufs *bufs, bool *done)
+{
+	int r = 0,
+	    rs = connect_start(dst, len, src, srclen, NULL, -1, bufs, &r);
+
+	*done = rs >= 0 && r == 0;
+	if (*done)
+		cm_track(rs);
+	return rs;
+}
+
+int sg_connect_result(int rs, short revents)
+{
+	int err = 0, r;
+	socklen_t elen = sizeof(err);
+
+	if (!revents)
+		return -EINPROGRESS;
+	r = (int)LIB_CALL(rgetsockopt(rs, SOL_SOCKET, SO_ERROR, &err, &elen));
+	if (r < 0)
+		return r;
+	if (err)
+		return -err;
+	if (revents & (POLLERR | POLLHUP | POLLNVAL))
+		return -ECONNREFUSED;
+	if (!(revents & POLLOUT))
+		return -EINPROGRESS;
+	cm_track(rs);
+	return 0;
 }
 
 /*

@@ -1061,6 +1061,46 @@ static void case_nbconnect(void)
 	close(ep);
 }
 
+/*
+ * A non-blocking connect refused: writable with every error bit, the error
+ * told once (here by send, not SO_ERROR), then the socket is closed for
+ * good: EPIPE, EOF, and connect says ECONNABORTED before a new attempt.
+ */
+static void case_nbrefused(void)
+{
+	struct sockaddr_in a = laddr;
+	socklen_t len = sizeof(a);
+	int t = socket(AF_INET, SOCK_STREAM, 0);
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct pollfd p = {.fd = s, .events = POLLIN | POLLOUT};
+	char n[24], eb[32], c;
+	int r;
+
+	a.sin_port = 0; /* a port held without listening: nobody answers */
+	if (bind(t, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(t, (struct sockaddr *)&a, &len) < 0) {
+		say("bind: %s", en(errno));
+		return;
+	}
+	r = connect(s, (struct sockaddr *)&a, sizeof(a));
+	say("connect -> %s", rstr(r, n, sizeof(n)));
+	r = poll(&p, 1, 10000);
+	say("poll -> %d %s", r, evs(p.revents, eb));
+	r = (int)send(s, "x", 1, MSG_NOSIGNAL);
+	say("send -> %s", rstr(r, n, sizeof(n)));
+	r = (int)send(s, "x", 1, MSG_NOSIGNAL);
+	say("send again -> %s", rstr(r, n, sizeof(n)));
+	r = (int)recv(s, &c, 1, 0);
+	say("recv -> %s", rstr(r, n, sizeof(n)));
+	p.revents = 0;
+	r = poll(&p, 1, 0);
+	say("poll -> %d %s", r, evs(p.revents, eb));
+	r = connect(s, (struct sockaddr *)&a, sizeof(a));
+	say("connect again -> %s", rstr(r, n, sizeof(n)));
+	close(s);
+	close(t);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1079,6 +1119,7 @@ static const struct {
     {"fdopen", case_fdopen},
     {"splice", case_splice},
     {"nbconnect", case_nbconnect},
+    {"nbrefused", case_nbrefused},
 };
 
 static void *watchdog(void *arg)

@@ -30,6 +30,10 @@
 #            (epoll ET registered before the connect, poll) meanwhile;
 #            connect's completion answers; made blocking, connect and send
 #            wait for it
+#   nbrefused  a non-blocking connect refused (under require: no RDMA
+#            listener there; the shim then leaves its kernel socket refused
+#            too): IN|OUT|ERR|HUP, the error told once, EPIPE, EOF,
+#            ECONNABORTED, then a new attempt
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
