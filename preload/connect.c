@@ -328,10 +328,12 @@ static int failed(int fd, const struct sockaddr_storage *dst, int rs,
 	return 0;
 }
 
-/* s is connected over rsocket rs (kfd: its kernel socket, a reserved
- * port): names, statistics, and the kind, changed last. */
+/* s is connected over rsocket rs to addr as the program gave it (dst:
+ * unmapped, for the log); kfd: its kernel socket, with the reserved port:
+ * names, statistics, the debug line.  The kind is the caller's to change. */
 static void connected(int fd, int kfd, struct shim_sock *s,
-		      const struct sockaddr *addr, socklen_t len, int rs)
+		      const struct sockaddr *addr, socklen_t len,
+		      const struct sockaddr_storage *dst, int rs)
 {
 	char abuf[64];
 
@@ -341,8 +343,7 @@ static void connected(int fd, int kfd, struct shim_sock *s,
 	sg_set_nonblock(rs, true); /* the shim does the blocking itself */
 	if (__atomic_load_n(&s->fdrefs, __ATOMIC_ACQUIRE)) /* not closed */
 		shim_stat_sock(s, fd, ERDMA_PATH_RDMA);
-	shim_dbg("fd %d -> %s: RDMA", fd,
-		 addr_str((const void *)addr, abuf, sizeof(abuf)));
+	shim_dbg("fd %d -> %s: RDMA", fd, addr_str(dst, abuf, sizeof(abuf)));
 }
 
 static int connect_async(int fd, struct shim_sock *s,
@@ -391,7 +392,7 @@ static int connect_slow(int fd, struct shim_sock *s,
 			forget_peer(&dst);
 		return r;
 	}
-	connected(fd, fd, s, addr, len, rs);
+	connected(fd, fd, s, addr, len, &dst, rs);
 	shim_sock_attach(s, SHIM_SK_RDMA, rs);
 	shim_epoll_sock_changed(s);
 	return 0;
@@ -554,7 +555,8 @@ static void settle_rdma(struct nb_conn *c, int rs)
 {
 	struct shim_sock *s = c->s;
 
-	connected(c->fd, c->kfd, s, (struct sockaddr *)&c->ua, c->ulen, rs);
+	connected(c->fd, c->kfd, s, (struct sockaddr *)&c->ua, c->ulen, &c->dst,
+		  rs);
 	s->connect_pending = true; /* the next connect() says 0 */
 	pthread_mutex_lock(&settle_mu);
 	shim_sock_attach(s, SHIM_SK_RDMA, rs);
@@ -1003,8 +1005,8 @@ SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || s->kind == SHIM_SK_INTERNAL ||
-		   s->kind == SHIM_SK_RELAY)) {
+	if (likely(!s || shim_kind(s) == SHIM_SK_INTERNAL ||
+		   shim_kind(s) == SHIM_SK_RELAY)) {
 		if (unlikely(shim_stat_kconnect_on && !s))
 			return shim_stat_kconnect(fd, addr.__sockaddr__, len);
 		return REAL(connect)(fd, addr, len);

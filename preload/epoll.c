@@ -314,7 +314,7 @@ static int get_set(int epfd, struct ep_set **out, struct shim_sock **held)
 
 again:
 	es = shim_fd_get(epfd);
-	if (es && es->kind == SHIM_SK_EPOLL) {
+	if (es && shim_kind(es) == SHIM_SK_EPOLL) {
 		if (!shim_sock_tryget(epfd, es, SHIM_SK(SHIM_SK_EPOLL)))
 			goto again; /* a close() came first */
 		*held = es;
@@ -530,7 +530,7 @@ static int kernel_ctl(struct ep_set *set, int op, struct ep_reg *r,
 	kev.data.u64 = (uint64_t)(uintptr_t)r;
 	if (REAL(epoll_ctl)(set->epfd, op, r->fd, &kev) < 0)
 		return -errno;
-	if (r->s->kind == SHIM_SK_LISTEN)
+	if (shim_kind(r->s) == SHIM_SK_LISTEN)
 		qfd = shim_listen_qfd(r->s);
 	if (qfd >= 0) {
 		/* Best effort: the listening fd itself is registered, and a
@@ -555,8 +555,9 @@ static void drop_reg(struct ep_set *set, struct ep_reg **pp)
 
 	if (r->marked) {
 		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
-		int qfd =
-		    r->s->kind == SHIM_SK_LISTEN ? shim_listen_qfd(r->s) : -1;
+		int qfd = shim_kind(r->s) == SHIM_SK_LISTEN
+			      ? shim_listen_qfd(r->s)
+			      : -1;
 
 		if (qfd >= 0)
 			REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, qfd, NULL);
@@ -585,8 +586,9 @@ static int ctl_add(struct ep_set *set, int fd, struct shim_sock *s,
 	/* Not (yet) RDMA: the kernel watches it, with the program's data
 	 * until connect decides; listeners and nested sets with a marker. */
 	r->in_kernel = !conn_kind(s);
-	r->marked = s->kind == SHIM_SK_LISTEN || s->kind == SHIM_SK_EPOLL;
-	r->inner = s->kind == SHIM_SK_EPOLL ? s->epset : NULL;
+	r->marked =
+	    shim_kind(s) == SHIM_SK_LISTEN || shim_kind(s) == SHIM_SK_EPOLL;
+	r->inner = shim_kind(s) == SHIM_SK_EPOLL ? s->epset : NULL;
 	if (r->in_kernel) {
 		err = kernel_ctl(set, EPOLL_CTL_ADD, r, ev);
 		if (err) {
@@ -641,7 +643,7 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 		err = ensure_wake(set);
 	/* A nested set's kicks must reach the outer set's sleepers, who
 	 * watch its wake eventfd. */
-	if (!err && s->kind == SHIM_SK_EPOLL)
+	if (!err && shim_kind(s) == SHIM_SK_EPOLL)
 		err = ensure_wake(s->epset);
 	if (err) {
 		if (es)
@@ -691,9 +693,9 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	/* (a DEAD sock may have registrations listed: a connect that fell
 	 * back to the kernel, connect.c) */
-	if (likely(!s || s->kind == SHIM_SK_INTERNAL ||
-		   s->kind == SHIM_SK_SVC || s->kind == SHIM_SK_RELAY ||
-		   shim_in_lib()))
+	if (likely(!s || shim_kind(s) == SHIM_SK_INTERNAL ||
+		   shim_kind(s) == SHIM_SK_SVC ||
+		   shim_kind(s) == SHIM_SK_RELAY || shim_in_lib()))
 		return REAL(epoll_ctl)(epfd, op, fd, ev);
 	s = shim_sock_ref(fd);
 	if (!s)
@@ -1534,7 +1536,8 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 	int r;                                                                 \
 	do {                                                                   \
 		es = shim_fd_get(epfd);                                        \
-		if (likely(!es || es->kind != SHIM_SK_EPOLL || shim_in_lib())) \
+		if (likely(!es || shim_kind(es) != SHIM_SK_EPOLL ||            \
+			   shim_in_lib()))                                     \
 			return real_call;                                      \
 	} while (                                                              \
 	    unlikely(!shim_sock_tryget(epfd, es, SHIM_SK(SHIM_SK_EPOLL))));    \

@@ -25,17 +25,17 @@ static void disown_inherited(void)
 	for (unsigned int fd = 0; fd < span; fd++) {
 		struct shim_sock *s = shim_fd_get((int)fd);
 
-		if (s && s->kind == SHIM_SK_CONNECTING) {
+		if (s && shim_kind(s) == SHIM_SK_CONNECTING) {
 			shim_connect_fork_child(s);
 			continue;
 		}
-		if (!s ||
-		    (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN))
+		if (!s || (shim_kind(s) != SHIM_SK_RDMA &&
+			   shim_kind(s) != SHIM_SK_LISTEN))
 			continue;
 		/* A listener stays one: the parent's door (if any) stays the
 		 * parent's, and the child may open its own at its first wait
 		 * (a prefork worker: socket.c). */
-		if (s->kind == SHIM_SK_LISTEN) {
+		if (shim_kind(s) == SHIM_SK_LISTEN) {
 			if (s->rs >= 0) {
 				s->rs = -1;
 				__atomic_sub_fetch(&shim_live_listeners, 1,

@@ -553,7 +553,7 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 #define RDMA_CALL_WR(fd, s, fl, expr, again)                                   \
 	RDMA_CALL_F(fd, s, fl, &(s)->sndtimeo, expr, again)
 
-#define IS_RDMA(s) unlikely((s) && (SHIM_SK((s)->kind) & SHIM_SK_IO_SLOW))
+#define IS_RDMA(s) unlikely((s) && (SHIM_SK(shim_kind(s)) & SHIM_SK_IO_SLOW))
 
 static __attribute__((noinline)) ssize_t read_slow(struct shim_sock *s, int fd,
 						   void *buf, size_t n)

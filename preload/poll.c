@@ -86,7 +86,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	for (i = 0; i < nfds; i++) {
 		struct shim_sock *s = shim_fd_get(fds[i].fd);
 
-		if (s && s->kind == SHIM_SK_LISTEN)
+		if (s && shim_kind(s) == SHIM_SK_LISTEN)
 			extra++;
 	}
 	if (nfds + extra > ARRAY_SIZE(stack)) {
@@ -110,12 +110,12 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		p[i].revents = 0;
 		if (!s)
 			continue;
-		if (s->kind == SHIM_SK_RDMA) {
+		if (shim_kind(s) == SHIM_SK_RDMA) {
 			p[i].fd = s->rs;
 			rdma = true;
-		} else if (s->kind == SHIM_SK_CONNECTING) {
+		} else if (shim_kind(s) == SHIM_SK_CONNECTING) {
 			p[i].fd = -1; /* nothing is ready while it connects */
-		} else if (s->kind == SHIM_SK_LISTEN) {
+		} else if (shim_kind(s) == SHIM_SK_LISTEN) {
 			if (fds[i].events & POLLIN)
 				shim_listen_door(s);
 			p[n] =
@@ -136,7 +136,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			short rev = p[i].revents;
 			struct shim_sock *s = held[i];
 
-			if (s && s->kind == SHIM_SK_RDMA) {
+			if (s && shim_kind(s) == SHIM_SK_RDMA) {
 				short want = fds[i].events;
 
 				rev =
@@ -147,7 +147,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 						 : 0));
 				rev &= (short)(want | POLLERR | POLLHUP |
 					       POLLNVAL);
-			} else if (s && s->kind == SHIM_SK_LISTEN)
+			} else if (s && shim_kind(s) == SHIM_SK_LISTEN)
 				rev |= p[x++].revents;
 			fds[i].revents = rev;
 			count += rev != 0;
@@ -161,7 +161,8 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 /* s, held: an epoll fd whose set emulates something. */
 static bool is_epoll_emul(const struct shim_sock *s)
 {
-	return s && s->kind == SHIM_SK_EPOLL && shim_epoll_emulating(s->epset);
+	return s && shim_kind(s) == SHIM_SK_EPOLL &&
+	       shim_epoll_emulating(s->epset);
 }
 
 /* The same for fd, looked up: its set is read under a reference (a
@@ -171,7 +172,7 @@ static bool epoll_emul_fd(int fd)
 	struct shim_sock *s = shim_fd_get(fd);
 	bool emul;
 
-	if (!s || s->kind != SHIM_SK_EPOLL)
+	if (!s || shim_kind(s) != SHIM_SK_EPOLL)
 		return false;
 	s = shim_sock_ref(fd);
 	emul = is_epoll_emul(s);
@@ -184,8 +185,9 @@ static bool is_ours(int fd)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	return s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN ||
-		     s->kind == SHIM_SK_CONNECTING || epoll_emul_fd(fd));
+	return s && (shim_kind(s) == SHIM_SK_RDMA ||
+		     shim_kind(s) == SHIM_SK_LISTEN ||
+		     shim_kind(s) == SHIM_SK_CONNECTING || epoll_emul_fd(fd));
 }
 
 static bool any_ours(const struct pollfd *fds, nfds_t nfds)
@@ -206,14 +208,14 @@ static int watch_fds(const struct pollfd *fds, nfds_t nfds, struct watch *w)
 		struct pollfd q = {.fd = fds[i].fd, .events = fds[i].events};
 		struct shim_sock *s = shim_sock_ref(fds[i].fd);
 
-		if (s && s->kind == SHIM_SK_RDMA) {
+		if (s && shim_kind(s) == SHIM_SK_RDMA) {
 			q.fd = s->rs;
 			err = shim_watch_add(w, q, s, NULL);
-		} else if (s && s->kind == SHIM_SK_CONNECTING) {
+		} else if (s && shim_kind(s) == SHIM_SK_CONNECTING) {
 			err = shim_settle_watch(w, s);
 		} else {
 			err = shim_watch_add(w, q, NULL, NULL);
-			if (!err && s && s->kind == SHIM_SK_LISTEN)
+			if (!err && s && shim_kind(s) == SHIM_SK_LISTEN)
 				err = shim_watch_add(
 				    w,
 				    (struct pollfd){.fd = shim_listen_qfd(s),
@@ -322,8 +324,8 @@ static bool any_epoll_emul(const struct pollfd *fds, nfds_t nfds)
 	for (nfds_t i = 0; i < nfds; i++) {
 		struct shim_sock *s = shim_fd_get(fds[i].fd);
 
-		if (s &&
-		    (s->kind == SHIM_SK_CONNECTING || epoll_emul_fd(fds[i].fd)))
+		if (s && (shim_kind(s) == SHIM_SK_CONNECTING ||
+			  epoll_emul_fd(fds[i].fd)))
 			return true;
 	}
 	return false;

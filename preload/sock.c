@@ -128,7 +128,7 @@ static __attribute__((noinline)) void sock_release(struct shim_sock *s)
 	shim_sock_used(s); /* uncounts a fresh one */
 	if (s->epset)
 		shim_epoll_free(s->epset);
-	if (s->kind == SHIM_SK_LISTEN) {
+	if (shim_kind(s) == SHIM_SK_LISTEN) {
 		/* counted from listen(), door or not */
 		shim_listen_door_shut(s);
 		__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
@@ -167,7 +167,7 @@ struct shim_sock *shim_sock_ref(int fd)
 	/* The reference before the handover check: a handover raises
 	 * handed, then counts the references (handover.c), so one of the
 	 * two sees the other (tryget's increment is seq_cst). */
-	if (s->kind == SHIM_SK_RDMA && !shim_sock_usable(s)) {
+	if (shim_kind(s) == SHIM_SK_RDMA && !shim_sock_usable(s)) {
 		shim_sock_put(s); /* handed over: the fd is a kernel socket */
 		return NULL;
 	}

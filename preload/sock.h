@@ -101,6 +101,14 @@ struct shim_sock {
 	unsigned int stat_ref; /* slot in the stats table (stats.h), 0 = none */
 };
 
+/* s's kind.  It changes under other threads' feet (a connect settles on
+ * the connect thread, connect.c, after writing rs and the names): read it
+ * once, with acquire (a plain load on x86). */
+static inline int shim_kind(const struct shim_sock *s)
+{
+	return __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE);
+}
+
 /* The one object every internal fd maps to, and the one that marks
  * librdmacm's connect-service socket.  Neither is reference counted. */
 extern struct shim_sock shim_internal_sock;
@@ -186,7 +194,8 @@ static inline bool shim_sock_usable(struct shim_sock *s)
 /* The names getsockname/getpeername report come from s, not the kernel. */
 static inline bool shim_sock_names(const struct shim_sock *s)
 {
-	return s && (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_RELAY);
+	return s &&
+	       (shim_kind(s) == SHIM_SK_RDMA || shim_kind(s) == SHIM_SK_RELAY);
 }
 /* Make s an RDMA/LISTEN sock over rs (counts it in shim_rdma_socks). */
 void shim_sock_attach(struct shim_sock *s, int kind, int rs);
@@ -199,7 +208,7 @@ void shim_fd_install(int fd, struct shim_sock *s);
  * reused. */
 static inline void shim_fd_forget(int fd, struct shim_sock *s)
 {
-	if (unlikely(s->kind == SHIM_SK_RDMA) &&
+	if (unlikely(shim_kind(s) == SHIM_SK_RDMA) &&
 	    shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA))) {
 		(void)shim_sock_usable(s);
 		shim_sock_put(s);
@@ -229,7 +238,7 @@ void shim_listen_door_slow(struct shim_sock *s);
  * door here if it has none yet. */
 static inline void shim_listen_door(struct shim_sock *s)
 {
-	if (s && s->kind == SHIM_SK_LISTEN &&
+	if (s && shim_kind(s) == SHIM_SK_LISTEN &&
 	    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_NONE)
 		shim_listen_door_slow(s);
 }

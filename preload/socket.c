@@ -38,7 +38,7 @@ void shim_fd_install(int fd, struct shim_sock *s)
 				shim_stat_release(stale);
 			if (__atomic_load_n(&stale->ep_regs, __ATOMIC_SEQ_CST))
 				shim_epoll_forget(stale);
-		} else if (stale->kind == SHIM_SK_EPOLL) {
+		} else if (shim_kind(stale) == SHIM_SK_EPOLL) {
 			shim_epoll_fd_closing(stale, fd);
 		}
 		shim_sock_put(stale);
@@ -104,11 +104,11 @@ static bool door_give_way(uint16_t port);
 static int bind_slow(int fd, struct shim_sock *s, const struct sockaddr *addr,
 		     socklen_t len)
 {
-	if (s->kind == SHIM_SK_RDMA || s->kind == SHIM_SK_LISTEN)
+	if (shim_kind(s) == SHIM_SK_RDMA || shim_kind(s) == SHIM_SK_LISTEN)
 		return -EINVAL; /* already bound, as the kernel says */
 	if (REAL(bind)(fd, addr, len) == 0)
 		return 0;
-	if (errno != EADDRINUSE || s->kind != SHIM_SK_TCP || !sg_iwarp() ||
+	if (errno != EADDRINUSE || shim_kind(s) != SHIM_SK_TCP || !sg_iwarp() ||
 	    len < sizeof(struct sockaddr_in) ||
 	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
 	    !door_give_way(shim_addr_port(addr)))
@@ -128,7 +128,7 @@ SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || s->kind == SHIM_SK_INTERNAL))
+	if (likely(!s || shim_kind(s) == SHIM_SK_INTERNAL))
 		return REAL(bind)(fd, addr, len);
 	if (unlikely(!shim_sock_tryget(
 		fd, s, SHIM_SK_ANY & ~SHIM_SK(SHIM_SK_INTERNAL))))
@@ -337,11 +337,11 @@ static bool door_give_way(uint16_t port)
 		struct shim_sock *s = shim_fd_get((int)fd);
 		uint16_t p;
 
-		if (!s || s->kind != SHIM_SK_LISTEN ||
+		if (!s || shim_kind(s) != SHIM_SK_LISTEN ||
 		    !(s = shim_sock_ref((int)fd)))
 			continue;
 		p = shim_addr_port((struct sockaddr *)&s->local);
-		if (s->kind != SHIM_SK_LISTEN ||
+		if (shim_kind(s) != SHIM_SK_LISTEN ||
 		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) !=
 			SHIM_DOOR_OPEN ||
 		    !p || shim_rdma_port(p) != port) {
@@ -367,7 +367,7 @@ void shim_listen_door_port(uint16_t port)
 	for (unsigned int fd = 0; fd < span; fd++) {
 		struct shim_sock *s = shim_fd_get((int)fd);
 
-		if (!s || s->kind != SHIM_SK_LISTEN ||
+		if (!s || shim_kind(s) != SHIM_SK_LISTEN ||
 		    !(s = shim_sock_ref((int)fd)))
 			continue;
 		if (shim_addr_port((struct sockaddr *)&s->local) == port)
@@ -383,8 +383,8 @@ SHIM_EXPORT int listen(int fd, int backlog)
 	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || s->kind != SHIM_SK_TCP)) {
-		if (unlikely(s && s->kind == SHIM_SK_CONNECTING)) {
+	if (likely(!s || shim_kind(s) != SHIM_SK_TCP)) {
+		if (unlikely(s && shim_kind(s) == SHIM_SK_CONNECTING)) {
 			errno = EINVAL; /* the kernel's, while it connects */
 			return -1;
 		}
@@ -679,7 +679,7 @@ SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	if (likely(!s || s->kind != SHIM_SK_LISTEN))
+	if (likely(!s || shim_kind(s) != SHIM_SK_LISTEN))
 		return REAL(accept4)(fd, addr, len, flags);
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
 		errno = EINVAL;
@@ -694,7 +694,7 @@ SHIM_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	if (likely(!s || s->kind != SHIM_SK_LISTEN))
+	if (likely(!s || shim_kind(s) != SHIM_SK_LISTEN))
 		return REAL(accept)(fd, addr, len);
 	return accept4(fd, addr, len, 0);
 }
@@ -704,14 +704,14 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s ||
-		   (s->kind != SHIM_SK_RDMA && s->kind != SHIM_SK_LISTEN)))
+	if (likely(!s || (shim_kind(s) != SHIM_SK_RDMA &&
+			  shim_kind(s) != SHIM_SK_LISTEN)))
 		return REAL(shutdown)(fd, how);
 	/* a reference first, then the handover check (handover.c) */
 	if (unlikely(!shim_sock_tryget(
 		fd, s, SHIM_SK(SHIM_SK_RDMA) | SHIM_SK(SHIM_SK_LISTEN))))
 		return shutdown(fd, how); /* a close() came first */
-	if (s->kind == SHIM_SK_LISTEN) {
+	if (shim_kind(s) == SHIM_SK_LISTEN) {
 		/* No RDMA connection is accepted after it, as no TCP one is:
 		 * the queued ones end now (door_shut). */
 		r = REAL(shutdown)(fd, how);

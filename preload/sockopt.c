@@ -43,7 +43,7 @@
 
 static bool maybe_rdma(const struct shim_sock *s)
 {
-	return s && (SHIM_SK(s->kind) & MAYBE_RDMA);
+	return s && (SHIM_SK(shim_kind(s)) & MAYBE_RDMA);
 }
 
 static bool refused(int level, int name)
@@ -109,7 +109,7 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	r = REAL(setsockopt)(fd, level, name, val, len);
 	if (r == 0) {
 		remember(s, level, name, val, len);
-		if (s->kind == SHIM_SK_RDMA)
+		if (shim_kind(s) == SHIM_SK_RDMA)
 			forward(s, level, name, val, len);
 	}
 	shim_sock_put(s); /* keeps errno */
@@ -138,7 +138,7 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 	struct shim_sock *s = shim_fd_get(fd);
 
 	if (likely(!maybe_rdma(s)) &&
-	    likely(!s || s->kind != SHIM_SK_DEAD ||
+	    likely(!s || shim_kind(s) != SHIM_SK_DEAD ||
 		   !__atomic_load_n(&s->so_error, __ATOMIC_RELAXED)))
 		return REAL(getsockopt)(fd, level, name, val, len);
 	if (refused(level, name)) {
@@ -148,7 +148,7 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 	/* an RDMA connection's error, or a non-blocking connect's that
 	 * failed (connect.c, settle_tcp) */
 	if (level == SOL_SOCKET && name == SO_ERROR &&
-	    (s->kind == SHIM_SK_RDMA ||
+	    (shim_kind(s) == SHIM_SK_RDMA ||
 	     __atomic_load_n(&s->so_error, __ATOMIC_RELAXED))) {
 		int r;
 
@@ -170,7 +170,7 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
  */
 static bool forced(const struct shim_sock *s)
 {
-	return s->kind == SHIM_SK_LISTEN &&
+	return shim_kind(s) == SHIM_SK_LISTEN &&
 	       __atomic_load_n(&s->nb_forced, __ATOMIC_ACQUIRE);
 }
 
@@ -189,7 +189,7 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 		return r;
 	}
 	r = REAL(fcntl)(fd, cmd, arg);
-	if (cmd == F_GETFL && r >= 0 && s->kind == SHIM_SK_LISTEN)
+	if (cmd == F_GETFL && r >= 0 && shim_kind(s) == SHIM_SK_LISTEN)
 		r = (r & ~O_NONBLOCK) | (s->nonblock ? O_NONBLOCK : 0);
 	/* what fd names now, as dup does: a close and a new socket may have
 	 * come between the lookup of s and the kernel's dup */
@@ -215,7 +215,7 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
  * copy must find the same registry, as dup's does). */
 static bool fcntl_ours(const struct shim_sock *s, int cmd)
 {
-	return maybe_rdma(s) || (s && s->kind == SHIM_SK_EPOLL &&
+	return maybe_rdma(s) || (s && shim_kind(s) == SHIM_SK_EPOLL &&
 				 (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC));
 }
 
@@ -287,7 +287,8 @@ static int ioctl_slow(int fd, struct shim_sock *s, unsigned long req, void *arg)
 			s->nonblock = on != 0;
 		return r;
 	}
-	if (s->kind == SHIM_SK_RDMA && (req == FIONREAD || req == SIOCOUTQ)) {
+	if (shim_kind(s) == SHIM_SK_RDMA &&
+	    (req == FIONREAD || req == SIOCOUTQ)) {
 		if (!arg) {
 			errno = EFAULT;
 			return -1;
