@@ -419,6 +419,7 @@ struct nb_conn {
 	struct nb_conn *next;
 	struct shim_sock *s;
 	int fd, kfd, rs, reuse;
+	bool ready; /* atomic: connect() has set s up (connect_async) */
 	bool done;
 	int64_t deadline, retry_at, refused_until;
 	long nap_ms;
@@ -611,12 +612,20 @@ static int kernel_refused(int kfd, int family)
 	else
 		((struct sockaddr_in6 *)&lo)->sin6_addr = in6addr_loopback;
 	if (REAL(bind)(t, (struct sockaddr *)&lo, len) == 0 &&
-	    REAL(getsockname)(t, (struct sockaddr *)&lo, &len) == 0 &&
-	    kernel_connect(kfd, (struct sockaddr *)&lo, len) < 0 &&
-	    (errno == ECONNREFUSED ||
-	     (errno == EINPROGRESS && REAL(poll)(&p, 1, 1000) == 1 &&
-	      (p.revents & POLLERR))))
-		r = 0;
+	    REAL(getsockname)(t, (struct sockaddr *)&lo, &len) == 0) {
+		int k = kernel_connect(kfd, (struct sockaddr *)&lo, len);
+
+		/* on loopback the refusal comes within microseconds */
+		if (k < 0 &&
+		    (errno == ECONNREFUSED ||
+		     (errno == EINPROGRESS && REAL(poll)(&p, 1, 100) == 1 &&
+		      (p.revents & POLLERR))))
+			r = 0;
+		else if (k == 0 || errno == EINPROGRESS) /* never leave it so */
+			(void)REAL(connect)(
+			    kfd, &(struct sockaddr){.sa_family = AF_UNSPEC},
+			    sizeof(struct sockaddr));
+	}
 	REAL(close)(t);
 	return r;
 }
@@ -709,7 +718,8 @@ static void nb_begin(struct nb_conn *c, int64_t now)
 	rs = sg_connect_begin((struct sockaddr *)&c->rdst, c->dlen,
 			      c->srclen ? (struct sockaddr *)&c->src : NULL,
 			      c->srclen, &bufs, &done);
-	if (rs == -EBUSY) { /* a listener call holds the service lock */
+	if (rs == -EBUSY && now < c->deadline) {
+		/* a listener call holds the service lock: a little later */
 		c->retry_at = now + 2;
 		return;
 	}
@@ -745,6 +755,9 @@ static void nb_sweep(int64_t now, int64_t *wake_at)
 	pthread_mutex_unlock(&inbox_mu);
 	*wake_at = -1;
 	for (c = nb_live; c; c = c->next) {
+		if (!__atomic_load_n(&c->ready, __ATOMIC_ACQUIRE))
+			continue; /* its connect() is still at it: it wakes us
+				   */
 		if (!c->done && c->rs < 0 && c->retry_at <= now)
 			nb_begin(c, now);
 		if (!c->done && c->rs >= 0 && now >= c->deadline)
@@ -805,7 +818,8 @@ static void *conn_thread(void *arg)
 		n = 0;
 		p[n++] = (struct pollfd){.fd = inbox_efd, .events = POLLIN};
 		for (c = nb_live; c; c = c->next)
-			if (c->rs >= 0) {
+			if (__atomic_load_n(&c->ready, __ATOMIC_ACQUIRE) &&
+			    c->rs >= 0) {
 				who[n] = c;
 				p[n++] = (struct pollfd){.fd = c->rs,
 							 .events = POLLOUT};
@@ -872,9 +886,6 @@ static int connect_async(int fd, struct shim_sock *s,
 	pthread_mutex_unlock(&inbox_mu);
 	if (r < 0)
 		goto sync;
-	c->kfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
-	if (c->kfd < 0)
-		goto sync;
 	if (reserve_port(fd, s, dst->ss_family, &c->src, &c->srclen) < 0)
 		c->srclen = 0;
 	c->s = s;
@@ -886,15 +897,29 @@ static int connect_async(int fd, struct shim_sock *s,
 	c->ulen = len;
 	c->nap_ms = 5;
 	c->refused_until = shim_now_ms() + REFUSED_RETRY_MS;
+	c->deadline = shim_now_ms() + (int64_t)shim_cfg.connect_timeout_ms;
+	/* The duplicate is listed at once, not ready yet: a fork from
+	 * another thread meanwhile must find it (shim_connect_fork_reset). */
+	pthread_mutex_lock(&inbox_mu);
+	c->kfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
+	if (c->kfd >= 0) {
+		c->next = inbox;
+		inbox = c;
+	}
+	pthread_mutex_unlock(&inbox_mu);
+	if (c->kfd < 0)
+		goto sync;
 	c->reuse = iwarp_share_port(c->kfd);
 	shim_sock_get(s); /* the connect thread's */
 	__atomic_add_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&settle_mu);
+	/* an earlier connect's eventfd, still watched: unread again */
+	if (s->settle_fd >= 0)
+		(void)eventfd_read(s->settle_fd, &(eventfd_t){0});
 	__atomic_store_n(&s->kind, SHIM_SK_CONNECTING, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&settle_mu);
 	shim_epoll_sock_changed(s); /* its registrations are emulated */
-	pthread_mutex_lock(&inbox_mu);
-	c->next = inbox;
-	inbox = c;
-	pthread_mutex_unlock(&inbox_mu);
+	__atomic_store_n(&c->ready, true, __ATOMIC_RELEASE);
 	(void)eventfd_write(inbox_efd, 1);
 	return -EINPROGRESS;
 sync:

@@ -135,7 +135,8 @@ static int wait_connected(int rs, int timeout_ms)
 		return r;
 	if (err)
 		return -err;
-	if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+	/* (POLLHUP alone: connected, and the peer has closed already) */
+	if (p.revents & (POLLERR | POLLNVAL))
 		return -ECONNREFUSED;
 	return 0;
 }
@@ -173,12 +174,23 @@ static int connect_start(const struct sockaddr *dst, socklen_t len,
 			 const struct timespec *t0, int timeout_ms,
 			 const struct sg_bufs *bufs, int *r)
 {
+	bool locked = false;
 	int rs;
 
+	/* Only tried: before anything is made (an rsocket made and closed
+	 * again on every try would hold its port at the reaper). */
+	if (timeout_ms < 0) {
+		if (pthread_mutex_trylock(&svc_mu))
+			return -EBUSY;
+		locked = true;
+	}
 	__atomic_store_n(&lib_used, true, __ATOMIC_RELEASE);
 	rs = (int)LIB_CALL(rsocket(dst->sa_family, SOCK_STREAM, 0));
-	if (rs < 0)
+	if (rs < 0) {
+		if (locked)
+			pthread_mutex_unlock(&svc_mu);
 		return rs;
+	}
 	*r = sg_apply_tunables(rs, &shim_cfg, bufs);
 	if (*r == 0 && src && LIB_CALL(rbind(rs, src, srclen)) < 0)
 		shim_dbg(
@@ -186,20 +198,21 @@ static int connect_start(const struct sockaddr *dst, socklen_t len,
 		    rs);
 	if (*r == 0)
 		*r = sg_set_nonblock(rs, true);
-	if (*r == 0)
-		*r = timeout_ms >= 0 ? svc_lock_within(t0, timeout_ms)
-		     : pthread_mutex_trylock(&svc_mu) ? -EBUSY
-						      : 0;
+	if (*r == 0 && !locked) {
+		*r = svc_lock_within(t0, timeout_ms);
+		locked = *r == 0;
+	}
 	if (*r == 0) {
 		shim_svc_guard = true;
 		*r = (int)LIB_CALL(rconnect(rs, dst, len));
 		shim_svc_guard = false;
-		pthread_mutex_unlock(&svc_mu);
 		/* A signal handler (a profiling timer, say) says nothing
 		 * about the peer: the rendezvous goes on within its time. */
 		if (*r == -EINTR)
 			*r = -EINPROGRESS;
 	}
+	if (locked)
+		pthread_mutex_unlock(&svc_mu);
 	if (*r < 0 && *r != -EINPROGRESS) {
 		sg_close(rs);
 		return *r;
@@ -255,9 +268,10 @@ int sg_connect_result(int rs, short revents)
 		return r;
 	if (err)
 		return -err;
-	if (revents & (POLLERR | POLLHUP | POLLNVAL))
+	/* (POLLHUP alone: connected, and the peer has closed already) */
+	if (revents & (POLLERR | POLLNVAL))
 		return -ECONNREFUSED;
-	if (!(revents & POLLOUT))
+	if (!(revents & (POLLOUT | POLLHUP)))
 		return -EINPROGRESS;
 	cm_track(rs);
 	return 0;
