@@ -435,12 +435,6 @@ static bool conn_thread_up;
 
 static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static bool is_connecting(const struct shim_sock *s)
-{
-	return __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) ==
-	       SHIM_SK_CONNECTING;
-}
-
 /* Under settle_mu: s's rendezvous ended (its kind is set). */
 static void settle_wake_locked(struct shim_sock *s)
 {
@@ -468,7 +462,7 @@ int shim_settle_watch(struct watch *w, struct shim_sock *s)
 	int err = 0;
 
 	pthread_mutex_lock(&settle_mu);
-	if (!is_connecting(s)) {
+	if (!shim_sock_connecting(s)) {
 		w->now = true; /* ended meanwhile: look again at once */
 		goto out;
 	}
@@ -493,7 +487,8 @@ out:
 void shim_settle_unwatch(struct shim_sock *s)
 {
 	pthread_mutex_lock(&settle_mu);
-	if (!--s->settle_users && !is_connecting(s) && s->settle_fd >= 0) {
+	if (!--s->settle_users && !shim_sock_connecting(s) &&
+	    s->settle_fd >= 0) {
 		REAL(close)(s->settle_fd);
 		s->settle_fd = -1;
 	}
@@ -536,7 +531,7 @@ int shim_settle_wait(struct shim_sock *s, int timeout_ms)
 {
 	int64_t deadline = timeout_ms >= 0 ? shim_now_ms() + timeout_ms : 0;
 
-	while (is_connecting(s)) {
+	while (shim_sock_connecting(s)) {
 		int r, left = -1;
 
 		if (timeout_ms >= 0) {

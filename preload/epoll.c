@@ -187,12 +187,6 @@ static bool conn_kind(const struct shim_sock *s)
 	       SHIM_SK_EMUL;
 }
 
-static bool connecting(const struct shim_sock *s)
-{
-	return __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) ==
-	       SHIM_SK_CONNECTING;
-}
-
 static bool emulated(const struct ep_reg *r)
 {
 	return !r->in_kernel || r->inner;
@@ -1003,7 +997,7 @@ static bool peek_locked(struct ep_set *set, int depth)
 				return true;
 			continue;
 		}
-		if (connecting(r->s))
+		if (shim_sock_connecting(r->s))
 			continue; /* nothing is ready while it connects */
 		pfd =
 		    (struct pollfd){.fd = r->s->rs, .events = POLLIN | POLLOUT};
@@ -1057,7 +1051,7 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 			pthread_mutex_unlock(&r->inner->lock);
 			continue;
 		}
-		if (connecting(r->s)) {
+		if (shim_sock_connecting(r->s)) {
 			err = shim_settle_watch(w, r->s);
 			continue;
 		}
@@ -1149,9 +1143,10 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 		if (r == set->cursor)
 			sc->at = k;
 		sc->v[k] = r;
-		sc->p[k].fd = r->disabled || r->in_kernel || connecting(r->s)
-				  ? -1
-				  : r->s->rs;
+		sc->p[k].fd =
+		    r->disabled || r->in_kernel || shim_sock_connecting(r->s)
+			? -1
+			: r->s->rs;
 		sc->p[k].events =
 		    (short)((r->events & EP_RDMA_BITS) | POLLIN | POLLOUT);
 		sc->p[k].revents = 0;

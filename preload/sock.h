@@ -109,6 +109,12 @@ static inline int shim_kind(const struct shim_sock *s)
 	return __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE);
 }
 
+/* A non-blocking connect's rendezvous is under way on s (connect.c). */
+static inline bool shim_sock_connecting(const struct shim_sock *s)
+{
+	return shim_kind(s) == SHIM_SK_CONNECTING;
+}
+
 /* The one object every internal fd maps to, and the one that marks
  * librdmacm's connect-service socket.  Neither is reference counted. */
 extern struct shim_sock shim_internal_sock;

@@ -137,9 +137,7 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	if (likely(!maybe_rdma(s)) &&
-	    likely(!s || shim_kind(s) != SHIM_SK_DEAD ||
-		   !__atomic_load_n(&s->so_error, __ATOMIC_RELAXED)))
+	if (likely(!maybe_rdma(s)))
 		return REAL(getsockopt)(fd, level, name, val, len);
 	if (refused(level, name)) {
 		errno = ENOPROTOOPT;
