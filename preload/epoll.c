@@ -88,7 +88,16 @@ struct ep_reg {
 };
 
 struct ep_set {
+	/*
+	 * The number the set's kernel calls use (read with kfd()): the
+	 * program's epoll fd until the set gets its first registration of
+	 * ours, then own_fd, the shim's private duplicate of it.  A waiter
+	 * makes several kernel calls per wait, and the program may close its
+	 * number meanwhile and reuse it for a new file: the kernel's waiter
+	 * holds the epoll file it entered with, and so must ours.
+	 */
 	int epfd;
+	int own_fd;  /* the private duplicate, or -1 */
 	int wake_fd; /* eventfd: epoll_ctl kicks waiters to re-snapshot */
 	/* The epoll sock whose registry this is: a sleeper watching the
 	 * wake eventfd holds it, so a close() of the epoll fd meanwhile
@@ -122,6 +131,11 @@ struct ep_set {
 #define WAKE_MARK(set) ((uint64_t)(uintptr_t) & (set)->wake_fd)
 /* The accept queue of a listener: its reg's address with bit 0 set. */
 #define QFD_TAG 1u
+
+static int kfd(const struct ep_set *set)
+{
+	return __atomic_load_n(&set->epfd, __ATOMIC_ACQUIRE);
+}
 
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep_set *all_sets;
@@ -167,7 +181,7 @@ static void kick(struct ep_set *set)
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT,
 					 .data.u64 = WAKE_MARK(set)};
 
-		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_MOD, set->wake_fd, &ev);
+		REAL(epoll_ctl)(kfd(set), EPOLL_CTL_MOD, set->wake_fd, &ev);
 	}
 }
 
@@ -244,6 +258,7 @@ static struct ep_set *set_new(int epfd)
 	if (!set)
 		return NULL;
 	set->epfd = epfd;
+	set->own_fd = -1;
 	set->wake_fd = -1;
 	set->kready = -1;
 	pthread_mutex_init(&set->lock, NULL);
@@ -268,6 +283,25 @@ static int set_install(int epfd, struct ep_set *set)
 }
 
 /*
+ * From now on the set's kernel calls go through a duplicate of the
+ * program's epoll fd (see struct ep_set).  Without one (EMFILE) they keep
+ * the program's number: a close of it while a thread waits then sends
+ * that thread's later calls to whatever takes the number.
+ */
+static void own_dup(struct ep_set *set)
+{
+	int d = REAL(fcntl)(kfd(set), F_DUPFD_CLOEXEC, 0);
+
+	if (d < 0) {
+		shim_dbg("epoll %d: no private duplicate (%s)", kfd(set),
+			 strerror(errno));
+		return;
+	}
+	set->own_fd = d;
+	__atomic_store_n(&set->epfd, d, __ATOMIC_RELEASE);
+}
+
+/*
  * The wake eventfd, made when the set first gets a registration of ours.
  * It sits in the kernel set disarmed (no events: the epoll fd must not look
  * readable because of it); kick() arms it, one-shot, when a thread is
@@ -285,10 +319,11 @@ static int ensure_wake(struct ep_set *set)
 	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
-	} else if (REAL(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	} else if (REAL(epoll_ctl)(kfd(set), EPOLL_CTL_ADD, fd, &ev) < 0) {
 		err = -errno;
 		REAL(close)(fd);
 	} else {
+		own_dup(set);
 		__atomic_store_n(&set->wake_fd, fd, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&fork_mu);
@@ -337,14 +372,15 @@ again:
 /*
  * fd, one of the numbers of epoll sock s, is being closed while others
  * remain (dup, F_DUPFD): the registry's kernel calls go through another
- * one from now on, as the kernel's epoll set lives on behind it.
+ * one from now on, as the kernel's epoll set lives on behind it (only
+ * while the set has no private duplicate, see own_dup).
  */
 void shim_epoll_fd_closing(struct shim_sock *s, int fd)
 {
 	struct ep_set *set = s->epset;
 	unsigned int span = shim_fdtable_span();
 
-	if (!set || __atomic_load_n(&set->epfd, __ATOMIC_ACQUIRE) != fd)
+	if (!set || set->own_fd >= 0 || kfd(set) != fd)
 		return;
 	for (unsigned int k = 0; k < span; k++)
 		if ((int)k != fd && shim_fd_get((int)k) == s) {
@@ -394,6 +430,8 @@ void shim_epoll_free(struct ep_set *set)
 	reap_locked(set);
 	if (set->wake_fd >= 0)
 		REAL(close)(set->wake_fd);
+	if (set->own_fd >= 0)
+		REAL(close)(set->own_fd);
 	pthread_mutex_destroy(&set->lock);
 	free(set);
 }
@@ -436,7 +474,7 @@ static void move_to_rdma(struct ep_set *set, struct ep_reg **pp)
 	struct ep_reg *r = *pp;
 
 	if (r->in_kernel && !r->marked) {
-		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
+		REAL(epoll_ctl)(kfd(set), EPOLL_CTL_DEL, r->fd, NULL);
 		r->in_kernel = false;
 		r->reported = 0;
 		r->in_known = false;
@@ -464,7 +502,7 @@ static void move_to_kernel(struct ep_set *set, struct ep_reg **pp)
 		return;
 	if (r->disabled) /* a one-shot that fired stays disarmed */
 		ev.events &= EPOLLONESHOT | EPOLLET;
-	(void)REAL(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, r->fd, &ev);
+	(void)REAL(epoll_ctl)(kfd(set), EPOLL_CTL_ADD, r->fd, &ev);
 	r->in_kernel = true;
 	__atomic_sub_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
 	kick(set);
@@ -484,7 +522,7 @@ static void add_door(struct ep_set *set, struct ep_reg **pp)
 	int qfd = shim_listen_qfd(r->s);
 
 	if (r->marked && qfd >= 0)
-		(void)REAL(epoll_ctl)(set->epfd, EPOLL_CTL_ADD, qfd, &kev);
+		(void)REAL(epoll_ctl)(kfd(set), EPOLL_CTL_ADD, qfd, &kev);
 	kick(set);
 }
 
@@ -515,14 +553,14 @@ static int kernel_ctl(struct ep_set *set, int op, struct ep_reg *r,
 	int qfd = -1;
 
 	if (!r->marked)
-		return REAL(epoll_ctl)(set->epfd, op, r->fd,
+		return REAL(epoll_ctl)(kfd(set), op, r->fd,
 				       (struct epoll_event *)ev) < 0
 			   ? -errno
 			   : 0;
 	if (ev)
 		kev.events = ev->events;
 	kev.data.u64 = (uint64_t)(uintptr_t)r;
-	if (REAL(epoll_ctl)(set->epfd, op, r->fd, &kev) < 0)
+	if (REAL(epoll_ctl)(kfd(set), op, r->fd, &kev) < 0)
 		return -errno;
 	if (shim_kind(r->s) == SHIM_SK_LISTEN)
 		qfd = shim_listen_qfd(r->s);
@@ -531,7 +569,7 @@ static int kernel_ctl(struct ep_set *set, int op, struct ep_reg *r,
 		 * second registration of the same listener (a dup) finds the
 		 * queue taken. */
 		kev.data.u64 |= QFD_TAG;
-		(void)REAL(epoll_ctl)(set->epfd, op, qfd, &kev);
+		(void)REAL(epoll_ctl)(kfd(set), op, qfd, &kev);
 	}
 	return 0;
 }
@@ -548,13 +586,13 @@ static void drop_reg(struct ep_set *set, struct ep_reg **pp)
 	struct ep_reg *r = *pp;
 
 	if (r->marked) {
-		REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, r->fd, NULL);
+		REAL(epoll_ctl)(kfd(set), EPOLL_CTL_DEL, r->fd, NULL);
 		int qfd = shim_kind(r->s) == SHIM_SK_LISTEN
 			      ? shim_listen_qfd(r->s)
 			      : -1;
 
 		if (qfd >= 0)
-			REAL(epoll_ctl)(set->epfd, EPOLL_CTL_DEL, qfd, NULL);
+			REAL(epoll_ctl)(kfd(set), EPOLL_CTL_DEL, qfd, NULL);
 	}
 	reg_unlink(set, pp);
 	kick(set);
@@ -706,7 +744,8 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
  * Every epoll fd the program makes gets its (empty) registry at once, so
  * that it can be nested or polled later with RDMA fds in it, and so that a
  * thread asleep on it can be woken when the first RDMA fd is added.  It
- * costs no fd until then (the wake eventfd is made on first use).
+ * costs no fd until then (the wake eventfd and the private duplicate of
+ * the epoll fd are made on first use).
  */
 static int adopt_epfd(int epfd)
 {
@@ -1275,7 +1314,7 @@ static int kernel_turn(struct ep_set *set, struct epoll_event *evs, int out,
 		       int max)
 {
 	int ask = kernel_ask(set, max - out);
-	int k = REAL(epoll_wait)(set->epfd, evs + out, ask, 0);
+	int k = REAL(epoll_wait)(kfd(set), evs + out, ask, 0);
 
 	if (k < 0)
 		return out ? out : -errno;
@@ -1381,7 +1420,7 @@ static int sleep_on(struct shim_sock *es, int timeout_ms, const sigset_t *mask)
 	 * sleep, where the cleanup gives them back */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	ret = shim_watch_add(
-	    &w, (struct pollfd){.fd = set->epfd, .events = POLLIN}, NULL, NULL);
+	    &w, (struct pollfd){.fd = kfd(set), .events = POLLIN}, NULL, NULL);
 	if (!ret)
 		ret = shim_epoll_watch(set, &w);
 	pthread_setcancelstate(cs, NULL);
@@ -1389,7 +1428,7 @@ static int sleep_on(struct shim_sock *es, int timeout_ms, const sigset_t *mask)
 		shim_watch_done(&w);
 		return ret;
 	}
-	shim_dbg("epoll %d: sleeping on %d fd(s), timeout %d%s", set->epfd, w.n,
+	shim_dbg("epoll %d: sleeping on %d fd(s), timeout %d%s", kfd(set), w.n,
 		 timeout_ms, w.recheck ? " (rechecking)" : "");
 	pthread_cleanup_push(wait_cancelled, &h);
 	ret = shim_watch_wait(&w, timeout_ms, mask);
@@ -1419,7 +1458,7 @@ static long mono_ms(void)
 static int pwait_direct(struct shim_sock *es, struct epoll_event *evs, int max,
 			int timeout, const sigset_t *mask)
 {
-	int n = REAL(epoll_pwait)(es->epset->epfd, evs, max, timeout, mask);
+	int n = REAL(epoll_pwait)(kfd(es->epset), evs, max, timeout, mask);
 
 	return n < 0 ? -errno : n;
 }

@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -784,6 +786,126 @@ static void case_epdup(void)
 	unpair(&p);
 }
 
+/*
+ * Is thread tid asleep in a wait (poll, ppoll, epoll_wait, epoll_pwait):
+ * the kernel's, or the shim's sleep inside it?  Waits up to 10 s.
+ */
+static bool asleep_in_wait(pid_t tid)
+{
+	static const long waits[] = {SYS_poll, SYS_ppoll, SYS_epoll_wait,
+				     SYS_epoll_pwait, 441 /* epoll_pwait2 */};
+	char path[64], st[512];
+	int64_t end = now_ms() + 10000;
+
+	while (now_ms() < end) {
+		FILE *f;
+		char *p;
+		long nr = -1;
+		bool sleeping = false;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+		f = fopen(path, "r");
+		if (f && fgets(st, sizeof(st), f) && (p = strrchr(st, ')')))
+			sleeping = p[2] == 'S';
+		if (f)
+			fclose(f);
+		snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+		f = fopen(path, "r");
+		if (f && fscanf(f, "%ld", &nr) != 1)
+			nr = -1;
+		if (f)
+			fclose(f);
+		for (size_t i = 0;
+		     sleeping && i < sizeof(waits) / sizeof(*waits); i++)
+			if (nr == waits[i])
+				return true;
+		sched_yield();
+	}
+	return false;
+}
+
+struct epclose {
+	int ep, n, err;
+	pid_t tid;
+	int64_t ms;
+	uint64_t data[4];
+};
+
+static void *epclose_main(void *arg)
+{
+	struct epclose *e = arg;
+	struct epoll_event ev[4];
+	int64_t t0 = now_ms();
+
+	__atomic_store_n(&e->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	e->n = epoll_wait(e->ep, ev, 4, 3000);
+	e->err = errno;
+	e->ms = now_ms() - t0;
+	for (int i = 0; i < e->n; i++)
+		e->data[i] = ev[i].data.u64;
+	return NULL;
+}
+
+static const char *tags(const uint64_t *d, int n, char *buf, size_t len)
+{
+	static const char *name[] = {"?", "conn", "eventfd"};
+
+	buf[0] = 0;
+	for (int i = 0; i < n; i++)
+		snprintf(buf + strlen(buf), len - strlen(buf), "%s%s",
+			 i ? "," : "", name[d[i] < 3 ? d[i] : 0]);
+	return n > 0 ? buf : "-";
+}
+
+/*
+ * An epoll fd closed while another thread waits on it, its number then
+ * taken by a new epoll fd with a ready eventfd: the waiter still waits on
+ * the set it entered (the kernel holds that file), and wakes for its
+ * connection's data only.
+ */
+static void case_epclose(void)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct epoll_event got[4];
+	struct epclose e = {0};
+	uint64_t d[4];
+	char b[64];
+	struct pair p;
+	pthread_t th;
+	pid_t tid;
+	int ep2, efd, r;
+
+	if (mkpair(&p))
+		return;
+	e.ep = epoll_create1(EPOLL_CLOEXEC);
+	ev.data.u64 = 1;
+	epoll_ctl(e.ep, EPOLL_CTL_ADD, p.s, &ev);
+	pthread_create(&th, NULL, epclose_main, &e);
+	while (!(tid = __atomic_load_n(&e.tid, __ATOMIC_ACQUIRE)))
+		sched_yield();
+	say("a thread waits in epoll_wait -> %s",
+	    asleep_in_wait(tid) ? "asleep" : "not seen asleep");
+	close(e.ep);
+	ep2 = epoll_create1(EPOLL_CLOEXEC);
+	say("close it; a new epoll fd takes its number -> %s",
+	    ep2 == e.ep ? "yes" : "no");
+	efd = eventfd(1, EFD_CLOEXEC);
+	ev.data.u64 = 2;
+	epoll_ctl(ep2, EPOLL_CTL_ADD, efd, &ev);
+	send(p.c, "x", 1, MSG_NOSIGNAL);
+	pthread_join(th, NULL);
+	say("data on its connection: the waiter -> %d %s after %s", e.n,
+	    e.n < 0 ? en(e.err) : tags(e.data, e.n, b, sizeof(b)), dur(e.ms));
+	r = epoll_wait(ep2, got, 4, 0);
+	for (int i = 0; i < r; i++)
+		d[i] = got[i].data.u64;
+	say("the new epoll fd -> %d %s", r,
+	    r < 0 ? en(errno) : tags(d, r, b, sizeof(b)));
+	close(ep2);
+	close(efd);
+	unpair(&p);
+}
+
 /* ---- ways around the socket API -------------------------------------- */
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -1018,7 +1140,8 @@ static void case_nbconnect(void)
 	say("pending: connect again -> %s", rstr(r, n, sizeof(n)));
 	r = epoll_wait(ep, got, 4, 10000);
 	say("epoll_wait for the listener's connection -> %d %s", r,
-	    r == 1 && got[0].data.fd == g ? evs((short)got[0].events, eb) : "?");
+	    r == 1 && got[0].data.fd == g ? evs((short)got[0].events, eb)
+					  : "?");
 	{
 		struct pollfd p[2] = {{.fd = b, .events = POLLOUT},
 				      {.fd = g, .events = POLLOUT}};
@@ -1105,21 +1228,14 @@ static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = {
-    {"epdup", case_epdup},
-    {"cancel", case_cancel},
-    {"cancel-wait", case_cancel_wait},
-    {"lclose", case_lclose},
-    {"pending", case_pending},
-    {"restart", case_restart},
-    {"hup-out", case_hup_out},
-    {"shut-rd", case_shut_rd},
-    {"recv0", case_recv0},
-    {"timeo", case_timeo},
-    {"syscall", case_syscall},
-    {"fdopen", case_fdopen},
-    {"splice", case_splice},
-    {"nbconnect", case_nbconnect},
-    {"nbrefused", case_nbrefused},
+    {"epdup", case_epdup},	   {"epclose", case_epclose},
+    {"cancel", case_cancel},	   {"cancel-wait", case_cancel_wait},
+    {"lclose", case_lclose},	   {"pending", case_pending},
+    {"restart", case_restart},	   {"hup-out", case_hup_out},
+    {"shut-rd", case_shut_rd},	   {"recv0", case_recv0},
+    {"timeo", case_timeo},	   {"syscall", case_syscall},
+    {"fdopen", case_fdopen},	   {"splice", case_splice},
+    {"nbconnect", case_nbconnect}, {"nbrefused", case_nbrefused},
 };
 
 static void *watchdog(void *arg)

@@ -16,6 +16,9 @@
 #            process's later waits still sleep, the socket's close ends it
 #   cancel-wait  the same for a thread blocked in poll, then in epoll_wait
 #   epdup    a copy of an epoll fd made by fcntl(F_DUPFD) is the same set
+#   epclose  an epoll fd closed while another thread waits on it, its number
+#            taken at once by a new epoll fd with a ready eventfd: the
+#            waiter keeps the set it entered, and wakes for its data only
 #   lclose   close/shutdown of a listener with connections queued: their
 #            clients see the end at once; nothing is accepted after shutdown
 #   syscall  libc's syscall() with the socket calls' numbers (read, write,
