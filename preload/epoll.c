@@ -286,7 +286,10 @@ static int set_install(int epfd, struct ep_set *set)
  * From now on the set's kernel calls go through a duplicate of the
  * program's epoll fd (see struct ep_set).  Without one (EMFILE) they keep
  * the program's number: a close of it while a thread waits then sends
- * that thread's later calls to whatever takes the number.
+ * that thread's later calls to whatever takes the number.  (The duplicate
+ * is of what the number names now: a close of it racing this epoll_ctl,
+ * and a new file on the number, is the program's own race, which the
+ * kernel's epoll_ctl would lose the same way.)
  */
 static void own_dup(struct ep_set *set)
 {
@@ -380,7 +383,7 @@ void shim_epoll_fd_closing(struct shim_sock *s, int fd)
 	struct ep_set *set = s->epset;
 	unsigned int span = shim_fdtable_span();
 
-	if (!set || set->own_fd >= 0 || kfd(set) != fd)
+	if (!set || kfd(set) != fd) /* (never its own duplicate) */
 		return;
 	for (unsigned int k = 0; k < span; k++)
 		if ((int)k != fd && shim_fd_get((int)k) == s) {
