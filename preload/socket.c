@@ -82,6 +82,10 @@ SHIM_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 	int r;
 
 	shim_ensure_init();
+	/* librdmacm's own pairs (its services' channels, a listener's
+	 * queue) mean nothing to an exec'd image: close them there */
+	if (unlikely(shim_in_lib()))
+		type |= SOCK_CLOEXEC;
 	r = REAL(socketpair)(domain, type, protocol, sv);
 	if (likely(!shim_in_lib()) || r != 0)
 		return r;
