@@ -117,15 +117,14 @@ static int connect_rdma(struct shim_sock *s,
 			const struct sockaddr_storage *src, socklen_t srclen)
 {
 	int64_t until = shim_now_ms() + REFUSED_RETRY_MS;
+	struct sg_sockopts o = shim_sock_opts(s);
 	long nap_ms = 5;
 	int rs;
 
 	for (;;) {
-		rs = sg_connect(
-		    (const struct sockaddr *)rdst, dlen,
-		    (const struct sockaddr *)src, srclen,
-		    (int)shim_cfg.connect_timeout_ms,
-		    &(struct sg_bufs){.snd = s->sndbuf, .rcv = s->rcvbuf});
+		rs = sg_connect((const struct sockaddr *)rdst, dlen,
+				(const struct sockaddr *)src, srclen,
+				(int)shim_cfg.connect_timeout_ms, &o);
 		if (rs != -ECONNREFUSED || shim_cfg.mode != SHIM_MODE_REQUIRE ||
 		    shim_now_ms() + nap_ms > until)
 			return rs;
@@ -425,6 +424,7 @@ struct nb_conn {
 	long nap_ms;
 	struct sockaddr_storage dst, rdst, src, ua;
 	socklen_t dlen, srclen, ulen;
+	struct sg_sockopts opts; /* as the rendezvous began */
 };
 
 /* The connect thread's inbox, and the eventfd that tells it of new ones. */
@@ -550,6 +550,7 @@ int shim_settle_wait(struct shim_sock *s, int timeout_ms)
 static void settle_rdma(struct nb_conn *c, int rs)
 {
 	struct shim_sock *s = c->s;
+	struct sg_sockopts now;
 
 	connected(c->fd, c->kfd, s, (struct sockaddr *)&c->ua, c->ulen, &c->dst,
 		  rs);
@@ -559,6 +560,16 @@ static void settle_rdma(struct nb_conn *c, int rs)
 	settle_wake_locked(s);
 	pthread_mutex_unlock(&settle_mu);
 	__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
+	/* Keepalive the program set while it connected (from now on its
+	 * setsockopt forwards it itself; both doing so is harmless). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	now = shim_sock_opts(s);
+	if (now.keepalive &&
+	    (!c->opts.keepalive || now.keepidle != c->opts.keepidle) &&
+	    sg_update_keepalive(rs, &now) == -EBUSY)
+		shim_info("fd %d: keepalive set while connecting is not on "
+			  "its RDMA connection (rsockets' service was busy)",
+			  c->fd);
 }
 
 /*
@@ -706,13 +717,13 @@ static bool nb_end(struct nb_conn *c, int r, int64_t now)
 /* Send c's request (again, after a refusal under require). */
 static void nb_begin(struct nb_conn *c, int64_t now)
 {
-	struct sg_bufs bufs = {.snd = c->s->sndbuf, .rcv = c->s->rcvbuf};
 	bool done = false;
 	int rs;
 
+	c->opts = shim_sock_opts(c->s);
 	rs = sg_connect_begin((struct sockaddr *)&c->rdst, c->dlen,
 			      c->srclen ? (struct sockaddr *)&c->src : NULL,
-			      c->srclen, &bufs, &done);
+			      c->srclen, &c->opts, &done);
 	if (rs == -EBUSY && now < c->deadline) {
 		/* a listener call holds the service lock: a little later */
 		c->retry_at = now + 2;

@@ -12,6 +12,7 @@
 #include "shim.h"
 #include "glue.h"
 #include "io_int.h"
+#include "log.h"
 #include "sock.h"
 #include "stats.h"
 #include "epoll_int.h"
@@ -157,6 +158,31 @@ static bool bad_iov(const struct iovec *iov, int cnt)
 }
 
 /*
+ * The connection's transport failed with no end from its peer (a keepalive
+ * probe or data the peer never acknowledged: sg_timed_out).  From then on
+ * it is a kernel TCP socket after such a timeout: ETIMEDOUT pending once
+ * (SO_ERROR, or the next recv or send takes it), then closed both ways
+ * (EOF, EPIPE; poll IN|OUT|HUP, and ERR while the error is pending).
+ * Asked only where rsockets shows an end (EOF, ECONNRESET, POLLERR).
+ */
+bool shim_rdma_timed_out(struct shim_sock *s)
+{
+	int no = 0;
+
+	if (__atomic_load_n(&s->tfail, __ATOMIC_ACQUIRE))
+		return true;
+	if (!sg_timed_out(s->rs))
+		return false;
+	if (__atomic_compare_exchange_n(&s->tfail, &no, 1, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&s->so_error, ETIMEDOUT, __ATOMIC_RELEASE);
+		__atomic_store_n(&s->reset, 1, __ATOMIC_RELEASE);
+		shim_dbg("rsocket %d: transport timed out (ETIMEDOUT)", s->rs);
+	}
+	return true;
+}
+
+/*
  * One rrecv on the program's behalf.  What it consumes is counted in
  * rx_bytes (peeks are not), and rd_busy brackets the call so that a count
  * taken meanwhile by shim_rdma_arrived() knows it may be off.
@@ -243,8 +269,18 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			got = 0, off = 0;
 			continue;
 		}
-		if (r == 0) /* EOF */
+		if (r == 0) { /* EOF, or the transport's timeout (once) */
+			int e;
+
+			if (got || (flags & MSG_PEEK) ||
+			    !shim_rdma_timed_out(s))
+				break;
+			e = __atomic_exchange_n(&s->so_error, 0,
+						__ATOMIC_ACQ_REL);
+			if (e)
+				return -e;
 			break;
+		}
 		if (r != -EAGAIN)
 			return got ? (ssize_t)got : r;
 		/* Nothing more queued: return what we have unless the caller
@@ -344,8 +380,12 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	{
 		struct pollfd p = {.fd = s->rs, .events = POLLOUT};
 
-		if (sg_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
+		if (sg_poll(&p, 1, 0) > 0 &&
+		    (p.revents & (POLLHUP | POLLERR))) {
+			if ((p.revents & POLLERR) && shim_rdma_timed_out(s))
+				return broken_pipe_reset(s, flags);
 			return past_end(s, want, p.revents, flags);
+		}
 	}
 
 	while (sent < want) {
@@ -391,6 +431,8 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		}
 		if (sent)
 			break;
+		if (r == -ECONNRESET && shim_rdma_timed_out(s))
+			return broken_pipe_reset(s, flags);
 		if (r == -ECONNRESET || r == -EPIPE || r == -ENOTCONN)
 			return broken_pipe(flags);
 		return r;
@@ -411,6 +453,9 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 
 short shim_rdma_revents(struct shim_sock *s, short rev, short want)
 {
+	if (unlikely(rev & POLLERR) &&
+	    !__atomic_load_n(&s->reset, __ATOMIC_ACQUIRE))
+		(void)shim_rdma_timed_out(s);
 	/* Reset (past_end): closed both ways, as a TCP socket after a reset;
 	 * ERR while its error is pending. */
 	if (__atomic_load_n(&s->reset, __ATOMIC_ACQUIRE)) {

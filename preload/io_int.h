@@ -17,6 +17,8 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
  * side has stopped writing too.
  */
 short shim_rdma_revents(struct shim_sock *s, short rev, short want);
+/* The transport failed: ETIMEDOUT pending, then closed (io.c). */
+bool shim_rdma_timed_out(struct shim_sock *s);
 /* Is the peer done sending (EOF queued)?  Only asked for RDHUP: rsockets
  * shows a peer's SHUT_WR as plain readability. */
 bool shim_rdma_peer_eof(struct shim_sock *s, short rev);

@@ -84,9 +84,18 @@ struct shim_sock {
 	/* atomic: the peer has gone and the one send TCP lets through after
 	 * that went (dropped): the connection is reset (io.c, past_end) */
 	int reset;
+	/* atomic: its transport failed, ETIMEDOUT (io.c, shim_rdma_timed_out)
+	 */
+	int tfail;
 	/* Program options remembered for the rsocket (0 = unset). */
 	unsigned int sndbuf, rcvbuf;
 	struct timeval rcvtimeo, sndtimeo;
+	/* Keepalive options as set (sockopt.c): the rsocket's, and an
+	 * accepted connection's inheritance from its listener. */
+	struct shim_keepalive {
+		unsigned char set; /* bit i: opt[i] was set (sockopt.c) */
+		int val[5];
+	} ka;
 	/* Readiness generations: bumped when the program reads, or when a
 	 * write comes back short or EAGAIN (epoll ET re-arming). */
 	unsigned int rd_gen, wr_gen;
@@ -205,6 +214,14 @@ static inline bool shim_sock_names(const struct shim_sock *s)
 }
 /* Make s an RDMA/LISTEN sock over rs (counts it in shim_rdma_socks). */
 void shim_sock_attach(struct shim_sock *s, int kind, int rs);
+/* The options of s that reach its rsocket (sockopt.c). */
+struct sg_sockopts shim_sock_opts(const struct shim_sock *s);
+/* An accepted connection inherits its listener's keepalive options, on its
+ * kernel socket nfd too, as the kernel's accept does (sockopt.c). */
+void shim_sock_inherit(struct shim_sock *ns, int nfd,
+		       const struct shim_sock *ls);
+/* A listener's keepalive options from its kernel socket (sockopt.c). */
+void shim_sock_ka_load(struct shim_sock *s, int fd);
 
 /* Put s on fd (NULL clears), releasing a stale entry. */
 void shim_fd_install(int fd, struct shim_sock *s);

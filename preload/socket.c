@@ -216,6 +216,7 @@ static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
 static int door_make(struct shim_sock *s)
 {
 	struct sockaddr_storage laddr;
+	struct sg_sockopts o;
 	socklen_t alen;
 	int r, lrs;
 
@@ -228,8 +229,8 @@ static int door_make(struct shim_sock *s)
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 		return -EMFILE;
 	}
-	lrs = sg_listen((struct sockaddr *)&laddr, alen, s->backlog,
-			&(struct sg_bufs){.snd = s->sndbuf, .rcv = s->rcvbuf});
+	o = shim_sock_opts(s); /* buffers; keepalive's ACK timeout */
+	lrs = sg_listen((struct sockaddr *)&laddr, alen, s->backlog, &o);
 	if (lrs < 0)
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 	return lrs;
@@ -425,6 +426,7 @@ static int listen_held(int fd, struct shim_sock *s, int backlog)
 		return 0;
 	}
 	s->backlog = backlog;
+	shim_sock_ka_load(s, fd);
 	shim_sock_attach(s, SHIM_SK_LISTEN, -1);
 	return 0;
 }
@@ -435,6 +437,7 @@ static int adopt_accepted(struct shim_sock *ls, int rs,
 {
 	struct sockaddr_storage here;
 	socklen_t hlen = sizeof(here);
+	struct sg_sockopts o;
 	struct shim_sock *ns;
 	int nfd;
 
@@ -463,6 +466,9 @@ static int adopt_accepted(struct shim_sock *ls, int rs,
 					    ls->family, &ns->local);
 	shim_addr_set_port((struct sockaddr *)&ns->local,
 			   shim_addr_port((struct sockaddr *)&ls->local));
+	shim_sock_inherit(ns, nfd, ls);
+	o = shim_sock_opts(ns);
+	sg_apply_keepalive(rs, &o);
 	shim_sock_attach(ns, SHIM_SK_RDMA, rs);
 	shim_fd_install(nfd, ns);
 	shim_stat_sock(ns, nfd, ERDMA_PATH_RDMA);

@@ -56,9 +56,117 @@ static bool refused(int level, int name)
 	return false;
 }
 
+/* The keepalive options, in struct shim_keepalive's order. */
+static const struct {
+	int level, name;
+} ka_opt[] = {
+    {SOL_SOCKET, SO_KEEPALIVE},	     {IPPROTO_TCP, TCP_KEEPIDLE},
+    {IPPROTO_TCP, TCP_KEEPINTVL},    {IPPROTO_TCP, TCP_KEEPCNT},
+    {IPPROTO_TCP, TCP_USER_TIMEOUT},
+};
+enum { KA_ON, KA_IDLE, KA_INTVL, KA_CNT, KA_UTO };
+
+static int ka_index(int level, int name)
+{
+	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++)
+		if (ka_opt[i].level == level && ka_opt[i].name == name)
+			return i;
+	return -1;
+}
+
+/* Option i of s as set, or def.  (Atomic: the connect thread reads them
+ * while the program may set them.) */
+static int ka_get(const struct shim_sock *s, int i, int def)
+{
+	unsigned char set = __atomic_load_n(&s->ka.set, __ATOMIC_ACQUIRE);
+
+	return set & 1u << i ? __atomic_load_n(&s->ka.val[i], __ATOMIC_RELAXED)
+			     : def;
+}
+
+static void ka_put(struct shim_sock *s, int i, int v)
+{
+	__atomic_store_n(&s->ka.val[i], v, __ATOMIC_RELAXED);
+	__atomic_or_fetch(&s->ka.set, (unsigned char)(1u << i),
+			  __ATOMIC_RELEASE);
+}
+
+/* The kernel's defaults for what was not set (net.ipv4.tcp_keepalive_intvl
+ * and _probes as shipped; a host's own sysctls are not read). */
+#define KA_INTVL_DEFAULT 75
+#define KA_CNT_DEFAULT 9
+
+struct sg_sockopts shim_sock_opts(const struct shim_sock *s)
+{
+	bool on = ka_get(s, KA_ON, 0) != 0;
+	int uto = ka_get(s, KA_UTO, 0);
+	unsigned int silence =
+	    uto > 0 ? (unsigned int)uto
+	    : on    ? (unsigned int)(ka_get(s, KA_INTVL, KA_INTVL_DEFAULT) *
+				     ka_get(s, KA_CNT, KA_CNT_DEFAULT)) *
+		       1000u
+		 : 0;
+
+	return (struct sg_sockopts){
+	    .snd = s->sndbuf,
+	    .rcv = s->rcvbuf,
+	    .keepalive = on,
+	    .keepidle = ka_get(s, KA_IDLE, 0),
+	    .bounded = on || uto > 0,
+	    .silence_ms = silence,
+	};
+}
+
+void shim_sock_inherit(struct shim_sock *ns, int nfd,
+		       const struct shim_sock *ls)
+{
+	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++) {
+		int v = ka_get(ls, i, -1);
+
+		if (v == -1)
+			continue;
+		ka_put(ns, i, v);
+		(void)REAL(setsockopt)(nfd, ka_opt[i].level, ka_opt[i].name, &v,
+				       sizeof(v));
+	}
+}
+
+/*
+ * A listener's keepalive options as its kernel socket has them at listen():
+ * set before an exec, or by whoever passed the socket on, they are
+ * inherited all the same (read only when keepalive or a user timeout is
+ * on: 2 calls per listen otherwise).
+ */
+void shim_sock_ka_load(struct shim_sock *s, int fd)
+{
+	int v[ARRAY_SIZE(ka_opt)] = {0};
+
+	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++) {
+		/* keepalive and the user timeout first: the rest only if */
+		int k = i == 0 ? KA_ON : i == 1 ? KA_UTO : i - 1;
+		socklen_t l = sizeof(v[k]);
+
+		if (i == 2 && !v[KA_ON] && !v[KA_UTO])
+			return;
+		if (REAL(getsockopt)(fd, ka_opt[k].level, ka_opt[k].name, &v[k],
+				     &l) < 0)
+			v[k] = 0;
+	}
+	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++)
+		ka_put(s, i, v[i]);
+}
+
 static void remember(struct shim_sock *s, int level, int name, const void *val,
 		     socklen_t len)
 {
+	int k = ka_index(level, name);
+
+	if (k >= 0 && val && len >= sizeof(int)) {
+		int v;
+
+		memcpy(&v, val, sizeof(v));
+		ka_put(s, k, v);
+	}
 	if (level != SOL_SOCKET || !val)
 		return;
 	/* Buffer sizes reach the rsocket at connect/listen (sg_bufs). */
@@ -81,14 +189,17 @@ static void remember(struct shim_sock *s, int level, int name, const void *val,
 
 /* Forward what rsockets honours on a live connection; the rest is kept by
  * the kernel socket alone (harmless: the QP has its own flow control).
- * SO_KEEPALIVE is not forwarded: rsockets' keepalive service thread has the
- * same stale-array bug as its connect service (svc.c). */
+ * Keepalive: see sg_setsockopt (rsocket_glue/opts.c). */
 static void forward(struct shim_sock *s, int level, int name, const void *val,
 		    socklen_t len)
 {
-	if ((level == IPPROTO_TCP && name == TCP_NODELAY) ||
-	    (level == SOL_SOCKET && name == SO_LINGER))
+	if ((level == IPPROTO_TCP &&
+	     (name == TCP_NODELAY || name == TCP_KEEPIDLE)) ||
+	    (level == SOL_SOCKET &&
+	     (name == SO_LINGER || name == SO_KEEPALIVE)))
 		sg_setsockopt(s->rs, level, name, val, len);
+	if (ka_index(level, name) >= 0) /* a dead peer is to be found */
+		sg_set_bounded(s->rs, shim_sock_opts(s).bounded);
 }
 
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
@@ -127,6 +238,9 @@ static int so_error(struct shim_sock *s, void *val, socklen_t *len)
 		return -EINVAL; /* the kernel reads it as an int */
 	if (*len > sizeof(err))
 		*len = sizeof(err);
+	if (shim_kind(s) == SHIM_SK_RDMA &&
+	    !__atomic_load_n(&s->so_error, __ATOMIC_ACQUIRE))
+		(void)shim_rdma_timed_out(s); /* a timeout nothing saw yet */
 	err = __atomic_exchange_n(&s->so_error, 0, __ATOMIC_RELAXED);
 	memcpy(val, &err, *len);
 	return 0;

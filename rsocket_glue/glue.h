@@ -16,9 +16,17 @@
 
 #include "config.h"
 
-/* SO_SNDBUF/SO_RCVBUF the program set on its socket (0 = not set). */
-struct sg_bufs {
-	unsigned int snd, rcv;
+/* Options the program set on its socket that reach the rsocket. */
+struct sg_sockopts {
+	unsigned int snd, rcv; /* SO_SNDBUF/SO_RCVBUF (0 = not set) */
+	bool keepalive;	       /* SO_KEEPALIVE */
+	int keepidle;	       /* TCP_KEEPIDLE, seconds (0 = the system's) */
+	/* keepalive or TCP_USER_TIMEOUT: a peer that vanished is to be
+	 * found (see rdma_connect in rsock.c) */
+	bool bounded;
+	/* how long a silent peer is given, ms: TCP_USER_TIMEOUT, else with
+	 * keepalive TCP_KEEPINTVL x TCP_KEEPCNT (0: no bound) */
+	unsigned int silence_ms;
 };
 
 /* Is there an RDMA device and an rdma_cm to reach it? (cached) */
@@ -48,12 +56,12 @@ int sg_cm_take_end(int fd);
  */
 int sg_connect(const struct sockaddr *dst, socklen_t len,
 	       const struct sockaddr *src, socklen_t srclen, int timeout_ms,
-	       const struct sg_bufs *bufs);
+	       const struct sg_sockopts *bufs);
 
 /* Server: an rsocket listening on addr (port already offset); non-blocking.
  * Accepted rsockets inherit its buffer sizes. */
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
-	      const struct sg_bufs *bufs);
+	      const struct sg_sockopts *bufs);
 
 /* A pending connection on a listening rsocket, or -EAGAIN.  Blocking mode. */
 int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len);
@@ -68,7 +76,7 @@ int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len);
  */
 int sg_connect_begin(const struct sockaddr *dst, socklen_t len,
 		     const struct sockaddr *src, socklen_t srclen,
-		     const struct sg_bufs *bufs, bool *done);
+		     const struct sg_sockopts *bufs, bool *done);
 int sg_connect_result(int rs, short revents);
 int sg_close(int rs);
 int sg_shutdown(int rs, int how);
@@ -109,7 +117,21 @@ int sg_getsockopt(int rs, int level, int name, void *val, socklen_t *len);
 /* Apply the ERDMA_SHIM_* tunables to a fresh rsocket (before connect/listen),
  * and the program's own buffer sizes where they are larger. */
 int sg_apply_tunables(int rs, const struct shim_config *c,
-		      const struct sg_bufs *bufs);
+		      const struct sg_sockopts *bufs);
+/* The program's keepalive, on a connecting or accepted rsocket (opts.c). */
+int sg_apply_keepalive(int rs, const struct sg_sockopts *o);
+/* The same on an rsocket that just connected, from the thread that drives
+ * rendezvous (connect.c): -EBUSY when a listener call holds the service
+ * lock, which that thread must never wait for (rsock.c, svc_mu). */
+int sg_update_keepalive(int rs, const struct sg_sockopts *o);
+/* Connects of rs ask for transport retries that end (rsock.c). */
+void sg_set_bounded(int rs, bool bounded);
+/* rs's QP (a listener's: its connections' QPs) gets the ACK timeout that
+ * o's silence_ms asks for, at its connect or accept (rsock.c). */
+void sg_set_ack_timeout(int lrs, const struct sg_sockopts *o);
+/* rs's transport failed, with no end from its peer (rsock.c): kernel TCP
+ * says ETIMEDOUT there. */
+bool sg_timed_out(int rs);
 
 /* Negative cache of peers with no RDMA listener (negcache.c). */
 bool sg_negcache_hit(const struct sockaddr *dst, unsigned int ttl_s);

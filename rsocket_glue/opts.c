@@ -5,7 +5,10 @@
 #include "shim.h"
 #include "log.h"
 
+#include <netinet/tcp.h>
+#include <pthread.h>
 #include <rdma/rsocket.h>
+#include <signal.h>
 #include <string.h>
 
 static int rset(int rs, int level, int name, unsigned int v)
@@ -14,7 +17,7 @@ static int rset(int rs, int level, int name, unsigned int v)
 }
 
 int sg_apply_tunables(int rs, const struct shim_config *c,
-		      const struct sg_bufs *bufs)
+		      const struct sg_sockopts *bufs)
 {
 	static const struct {
 		size_t off;
@@ -63,9 +66,48 @@ int sg_apply_tunables(int rs, const struct shim_config *c,
 	return 0;
 }
 
+/*
+ * rsockets' keepalive: its service thread (tcp_svc) sends each such
+ * connection a zero-length RDMA write every TCP_KEEPIDLE seconds.  A peer
+ * that is gone never acknowledges it, and once the QP's transport retries
+ * are spent the connection is in error: readers and writers wake with it.
+ * TCP_KEEPINTVL/TCP_KEEPCNT have no counterpart (the retries are the
+ * fabric's, see rdma_connect in rsock.c).  rsetsockopt starts that thread
+ * on the first such connection, and it inherits the caller's signal mask:
+ * it must take none of the program's signals.
+ */
 int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len)
 {
-	return (int)LIB_CALL(rsetsockopt(rs, level, name, val, len));
+	sigset_t all, old;
+	int r;
+
+	if (level != SOL_SOCKET || name != SO_KEEPALIVE)
+		return (int)LIB_CALL(rsetsockopt(rs, level, name, val, len));
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = (int)LIB_CALL(rsetsockopt(rs, level, name, val, len));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
+int sg_apply_keepalive(int rs, const struct sg_sockopts *o)
+{
+	int r = 0;
+
+	sg_set_bounded(rs, o->bounded);
+	sg_set_ack_timeout(rs, o); /* (its ACK timeout: see rsock.c) */
+	if (!o->keepalive)
+		return 0;
+	if (o->keepidle > 0)
+		r = rset(rs, IPPROTO_TCP, TCP_KEEPIDLE,
+			 (unsigned int)o->keepidle);
+	if (r == 0)
+		r = sg_setsockopt(rs, SOL_SOCKET, SO_KEEPALIVE, &(int){1},
+				  sizeof(int));
+	if (r < 0)
+		shim_warn("rsocket %d: keepalive refused by rsockets (%s)", rs,
+			  strerror(-r));
+	return r;
 }
 
 int sg_getsockopt(int rs, int level, int name, void *val, socklen_t *len)

@@ -10,6 +10,7 @@
 #include "shim.h"
 #include "log.h"
 
+#include <dlfcn.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 #include <pthread.h>
@@ -172,7 +173,7 @@ static int svc_lock_within(const struct timespec *t0, int timeout_ms)
 static int connect_start(const struct sockaddr *dst, socklen_t len,
 			 const struct sockaddr *src, socklen_t srclen,
 			 const struct timespec *t0, int timeout_ms,
-			 const struct sg_bufs *bufs, int *r)
+			 const struct sg_sockopts *bufs, int *r)
 {
 	bool locked = false;
 	int rs;
@@ -202,6 +203,10 @@ static int connect_start(const struct sockaddr *dst, socklen_t len,
 		*r = svc_lock_within(t0, timeout_ms);
 		locked = *r == 0;
 	}
+	/* (keepalive talks to rsockets' service threads too: see svc_mu;
+	 * refused, the kernel socket has it, and the connection goes on) */
+	if (*r == 0)
+		(void)sg_apply_keepalive(rs, bufs);
 	if (*r == 0) {
 		shim_svc_guard = true;
 		*r = (int)LIB_CALL(rconnect(rs, dst, len));
@@ -222,7 +227,7 @@ static int connect_start(const struct sockaddr *dst, socklen_t len,
 
 int sg_connect(const struct sockaddr *dst, socklen_t len,
 	       const struct sockaddr *src, socklen_t srclen, int timeout_ms,
-	       const struct sg_bufs *bufs)
+	       const struct sg_sockopts *bufs)
 {
 	struct timespec t0;
 	int rs, r = 0;
@@ -245,7 +250,7 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 
 int sg_connect_begin(const struct sockaddr *dst, socklen_t len,
 		     const struct sockaddr *src, socklen_t srclen,
-		     const struct sg_bufs *bufs, bool *done)
+		     const struct sg_sockopts *bufs, bool *done)
 {
 	int r = 0,
 	    rs = connect_start(dst, len, src, srclen, NULL, -1, bufs, &r);
@@ -301,6 +306,9 @@ static unsigned char listening[MAX_LISTEN_RS];
  */
 static int cm_dup[MAX_LISTEN_RS];	     /* duplicate + 1, 0 = none */
 static unsigned char cm_gone[MAX_LISTEN_RS]; /* sticky */
+static unsigned char tfailed[MAX_LISTEN_RS]; /* sg_timed_out, sticky */
+static unsigned char bounded[MAX_LISTEN_RS]; /* see rdma_connect */
+static unsigned char ack_to[MAX_LISTEN_RS];  /* see ack_timeout */
 
 static void cm_track(int rs)
 {
@@ -310,6 +318,7 @@ static void cm_track(int rs)
 		return;
 	fd = REAL(fcntl)(rs, F_DUPFD_CLOEXEC, 0);
 	cm_gone[rs] = 0;
+	__atomic_store_n(&tfailed[rs], 0, __ATOMIC_RELAXED);
 	cm_dup[rs] = fd >= 0 ? fd + 1 : 0;
 }
 
@@ -405,6 +414,138 @@ static void cm_check(int rs)
 			 : "unreadable");
 }
 
+/*
+ * soft-RoCE reads a transport retry count of 7 as "retry forever"
+ * (drivers/infiniband/sw/rxe/rxe_comp.c), where the IB spec and hardware
+ * read it as 7 retries, and rsockets always asks for 7: there a keepalive
+ * probe to a peer host that vanished is retried without end, and its
+ * reader waits for good.  A connection whose program wants such a peer
+ * found (keepalive or TCP_USER_TIMEOUT set before its connect) asks for 6
+ * instead: on hardware one retry less, on soft-RoCE an end.  rsockets calls
+ * rdma_connect through librdmacm's PLT from inside its connect state
+ * machine, on whichever thread drives it; the rsocket's number is its
+ * rdma_cm channel's fd.  (For IB and RoCE the client's count is also the
+ * listener side's; iWARP's retries are its TCP's.)
+ */
+int sg_update_keepalive(int rs, const struct sg_sockopts *o)
+{
+	int r;
+
+	if (pthread_mutex_trylock(&svc_mu))
+		return -EBUSY;
+	r = sg_apply_keepalive(rs, o);
+	pthread_mutex_unlock(&svc_mu);
+	return r;
+}
+
+/*
+ * The QP's local ACK timeout, as an exponent (4.096 us << t), for a
+ * connection whose program gives a silent peer silence_ms: a transport
+ * gives up after its first transmission and 6 retries, 7 timeouts, so
+ * each is a seventh of that, rounded up.  Only ever shorter than rdma_cm's
+ * usual (19 here on RoCE, ~2.1 s: the end came 16 s after the first
+ * unanswered keepalive), never below 67 ms (14): 0 = leave it.
+ */
+static unsigned char ack_timeout(unsigned int silence_ms)
+{
+	uint64_t each_us = (uint64_t)silence_ms * 1000 / 7;
+	unsigned char t = 14;
+
+	if (!silence_ms)
+		return 0;
+	while (t < 19 && (4096ull << t) / 1000 < each_us)
+		t++;
+	return t < 19 ? t : 0;
+}
+
+void sg_set_bounded(int rs, bool on)
+{
+	if (rs >= 0 && rs < MAX_LISTEN_RS)
+		__atomic_store_n(&bounded[rs], on, __ATOMIC_RELAXED);
+}
+
+static void set_ack_to(int rs, const struct sg_sockopts *o)
+{
+	if (rs >= 0 && rs < MAX_LISTEN_RS)
+		__atomic_store_n(&ack_to[rs],
+				 o->bounded ? ack_timeout(o->silence_ms) : 0,
+				 __ATOMIC_RELAXED);
+}
+
+void sg_set_ack_timeout(int lrs, const struct sg_sockopts *o)
+{
+	set_ack_to(lrs, o);
+}
+
+/* rdma_cm's id of rsocket rs takes rs's ACK timeout (before its connect or
+ * accept moves the QP to RTS); best effort (iWARP has none). */
+static void apply_ack_to(struct rdma_cm_id *id, int rs)
+{
+	uint8_t t;
+
+	if (rs < 0 || rs >= MAX_LISTEN_RS)
+		return;
+	t = __atomic_load_n(&ack_to[rs], __ATOMIC_RELAXED);
+	if (t)
+		(void)rdma_set_option(id, RDMA_OPTION_ID,
+				      RDMA_OPTION_ID_ACK_TIMEOUT, &t,
+				      sizeof(t));
+}
+
+typedef int connect_fn(struct rdma_cm_id *, struct rdma_conn_param *);
+typedef int accept_fn(struct rdma_cm_id *, struct rdma_conn_param *);
+
+SHIM_EXPORT int rdma_connect(struct rdma_cm_id *id,
+			     struct rdma_conn_param *param)
+{
+	static connect_fn *real;
+	connect_fn *f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	int rs = id && id->channel ? id->channel->fd : -1;
+
+	if (!f) {
+		f = (connect_fn *)dlsym(RTLD_NEXT, "rdma_connect");
+		if (!f) {
+			errno = ENOSYS;
+			return -1;
+		}
+		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
+	}
+	if (param && param->retry_count > 6 && shim_in_lib() && rs >= 0 &&
+	    rs < MAX_LISTEN_RS &&
+	    __atomic_load_n(&bounded[rs], __ATOMIC_RELAXED)) {
+		param->retry_count = 6;
+		apply_ack_to(id, rs);
+	}
+	return f(id, param);
+}
+
+/*
+ * The listener's side of it: rsockets accepts on its listen service thread
+ * (rs_accept), from the connect request event, whose listen_id is the
+ * listening rsocket's id (its channel's fd: the listener's number).  The
+ * retry count here is the client's (IB/RoCE); the ACK timeout is this
+ * side's own.
+ */
+SHIM_EXPORT int rdma_accept(struct rdma_cm_id *id,
+			    struct rdma_conn_param *param)
+{
+	static accept_fn *real;
+	accept_fn *f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	struct rdma_cm_id *lid = id && id->event ? id->event->listen_id : NULL;
+
+	if (!f) {
+		f = (accept_fn *)dlsym(RTLD_NEXT, "rdma_accept");
+		if (!f) {
+			errno = ENOSYS;
+			return -1;
+		}
+		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
+	}
+	if (lid && lid->channel)
+		apply_ack_to(id, lid->channel->fd);
+	return f(id, param);
+}
+
 int sg_listen_pollfd(int lrs)
 {
 	if (lrs < 0 || lrs >= MAX_LISTEN_RS)
@@ -442,7 +583,7 @@ static void listen_unlock(int fd)
 }
 
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
-	      const struct sg_bufs *bufs)
+	      const struct sg_sockopts *bufs)
 {
 	int rs, r, one = 1, qfd = -1, lk = -1;
 
@@ -455,6 +596,7 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 		return -EMFILE;
 	}
 	r = sg_apply_tunables(rs, &shim_cfg, bufs);
+	sg_set_ack_timeout(rs, bufs);
 	/* Non-blocking before rlisten: the accept queue inherits it. */
 	if (r == 0)
 		r = sg_set_nonblock(rs, true);
@@ -523,8 +665,12 @@ static bool cm_gone_now(int rs)
 int sg_close(int rs)
 {
 	(void)cm_gone_now(rs);
-	if (rs >= 0 && rs < MAX_LISTEN_RS)
+	if (rs >= 0 && rs < MAX_LISTEN_RS) {
 		listen_pollfd[rs] = 0;
+		/* the number may name a program's own rdma_cm channel next */
+		__atomic_store_n(&bounded[rs], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&ack_to[rs], 0, __ATOMIC_RELAXED);
+	}
 	return sg_reap(rs, cm_release(rs));
 }
 
@@ -569,6 +715,43 @@ int sg_getsockname(int rs, struct sockaddr *addr, socklen_t *len)
 int sg_getpeername(int rs, struct sockaddr *addr, socklen_t *len)
 {
 	return (int)LIB_CALL(rgetpeername(rs, addr, len));
+}
+
+/*
+ * Did rs's transport fail -- its QP's retries spent on a keepalive probe
+ * or on data the peer never acknowledged -- with no end from its peer (no
+ * rdma_cm event: that is a close or a reset)?  rsockets then reads as
+ * EOF, writes as ECONNRESET and polls as POLLERR, with SO_ERROR EIO, which
+ * this look takes: the answer is kept (tfailed, until the number's next
+ * connection: cm_track).  Asked of a connection whose program wants a
+ * dead peer found (bounded) only: elsewhere the end stays rsockets' EOF.
+ * A peer's death also flushes the QP, and on iWARP the QP's error can come
+ * a moment before the rdma_cm event that tells it: a timeout came after
+ * seconds of silence, so waiting 20 ms for such an event costs nothing.
+ */
+bool sg_timed_out(int rs)
+{
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	if (rs < 0 || rs >= MAX_LISTEN_RS)
+		return false;
+	if (__atomic_load_n(&tfailed[rs], __ATOMIC_ACQUIRE))
+		return true;
+	if (!__atomic_load_n(&bounded[rs], __ATOMIC_RELAXED) ||
+	    cm_gone_now(rs) ||
+	    LIB_CALL(rgetsockopt(rs, SOL_SOCKET, SO_ERROR, &err, &len)) < 0 ||
+	    err != EIO)
+		return false;
+	if (cm_dup[rs]) {
+		struct pollfd p = {.fd = cm_dup[rs] - 1, .events = POLLIN};
+
+		(void)REAL(poll)(&p, 1, 20);
+		if (cm_gone_now(rs))
+			return false;
+	}
+	__atomic_store_n(&tfailed[rs], 1, __ATOMIC_RELEASE);
+	return true;
 }
 
 /* A gone rsocket: what is queued still reads, then EOF; sends fail. */
