@@ -492,23 +492,31 @@ static void apply_ack_to(struct rdma_cm_id *id, int rs)
 				      sizeof(t));
 }
 
-typedef int connect_fn(struct rdma_cm_id *, struct rdma_conn_param *);
-typedef int accept_fn(struct rdma_cm_id *, struct rdma_conn_param *);
+/* librdmacm's connect and accept, both of this shape. */
+typedef int conn_fn(struct rdma_cm_id *, struct rdma_conn_param *);
+
+/* The next definition of name (librdmacm's), found once; NULL: none. */
+static conn_fn *next_fn(conn_fn **slot, const char *name)
+{
+	conn_fn *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (!f) {
+		f = (conn_fn *)dlsym(RTLD_NEXT, name);
+		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
+	}
+	return f;
+}
 
 SHIM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 			     struct rdma_conn_param *param)
 {
-	static connect_fn *real;
-	connect_fn *f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	static conn_fn *real;
+	conn_fn *f = next_fn(&real, "rdma_connect");
 	int rs = id && id->channel ? id->channel->fd : -1;
 
 	if (!f) {
-		f = (connect_fn *)dlsym(RTLD_NEXT, "rdma_connect");
-		if (!f) {
-			errno = ENOSYS;
-			return -1;
-		}
-		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
+		errno = ENOSYS;
+		return -1;
 	}
 	if (param && param->retry_count > 6 && shim_in_lib() && rs >= 0 &&
 	    rs < MAX_LISTEN_RS &&
@@ -529,17 +537,13 @@ SHIM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 SHIM_EXPORT int rdma_accept(struct rdma_cm_id *id,
 			    struct rdma_conn_param *param)
 {
-	static accept_fn *real;
-	accept_fn *f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	static conn_fn *real;
+	conn_fn *f = next_fn(&real, "rdma_accept");
 	struct rdma_cm_id *lid = id && id->event ? id->event->listen_id : NULL;
 
 	if (!f) {
-		f = (accept_fn *)dlsym(RTLD_NEXT, "rdma_accept");
-		if (!f) {
-			errno = ENOSYS;
-			return -1;
-		}
-		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
+		errno = ENOSYS;
+		return -1;
 	}
 	if (lid && lid->channel)
 		apply_ack_to(id, lid->channel->fd);

@@ -32,27 +32,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "transcript.h"
+
 static const char *role = "?";
 
 static void say(const char *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void say(const char *c, const char *fmt, ...)
 {
+	char tag[64];
 	va_list ap;
 
-	printf("%s-%s: ", role, c);
+	snprintf(tag, sizeof(tag), "%s-%s", role, c);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	tx_vsay(tag, fmt, ap);
 	va_end(ap);
-	putchar('\n');
-	fflush(stdout);
-}
-
-static const char *en(int e)
-{
-	const char *s = strerrorname_np(e);
-
-	return s ? s : "E?";
 }
 
 static long long now_ms(void)

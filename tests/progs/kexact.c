@@ -42,6 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "transcript.h"
+
 static struct sockaddr_in laddr;
 static int lfd = -1;
 static const char *cur = "main";
@@ -51,19 +53,9 @@ static void say(const char *fmt, ...)
 {
 	va_list ap;
 
-	printf("%s: ", cur);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	tx_vsay(cur, fmt, ap);
 	va_end(ap);
-	putchar('\n');
-	fflush(stdout);
-}
-
-static const char *en(int e)
-{
-	const char *s = strerrorname_np(e);
-
-	return s ? s : "E?";
 }
 
 static int64_t now_ms(void)
