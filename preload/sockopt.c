@@ -137,23 +137,27 @@ void shim_sock_inherit(struct shim_sock *ns, int nfd,
  * inherited all the same (read only when keepalive or a user timeout is
  * on: 2 calls per listen otherwise).
  */
+static int ka_read(int fd, int i)
+{
+	socklen_t l = sizeof(int);
+	int v = 0;
+
+	if (REAL(getsockopt)(fd, ka_opt[i].level, ka_opt[i].name, &v, &l) < 0)
+		return 0;
+	return v;
+}
+
 void shim_sock_ka_load(struct shim_sock *s, int fd)
 {
-	int v[ARRAY_SIZE(ka_opt)] = {0};
+	int on = ka_read(fd, KA_ON), uto = ka_read(fd, KA_UTO);
 
-	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++) {
-		/* keepalive and the user timeout first: the rest only if */
-		int k = i == 0 ? KA_ON : i == 1 ? KA_UTO : i - 1;
-		socklen_t l = sizeof(v[k]);
-
-		if (i == 2 && !v[KA_ON] && !v[KA_UTO])
-			return;
-		if (REAL(getsockopt)(fd, ka_opt[k].level, ka_opt[k].name, &v[k],
-				     &l) < 0)
-			v[k] = 0;
-	}
+	if (!on && !uto)
+		return;
 	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++)
-		ka_put(s, i, v[i]);
+		ka_put(s, i,
+		       i == KA_ON    ? on
+		       : i == KA_UTO ? uto
+				     : ka_read(fd, i));
 }
 
 static void remember(struct shim_sock *s, int level, int name, const void *val,
