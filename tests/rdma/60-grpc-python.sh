@@ -62,7 +62,8 @@ both() { # NAME _ BIND TARGET [client opts] [-- env]
 }
 
 # the main case: 8 channels, messages up to 64 MiB, epoll1 (gRPC's default)
-both epoll1-ipv4 0 '[::]:0' 'ipv4:'"$IP0"':PORT' --channels 8 --max-mib 64
+# (the light passes, ASan and iWARP: 4 channels, up to 8 MiB)
+both epoll1-ipv4 0 '[::]:0' 'ipv4:'"$IP0"':PORT' --channels "$(pick 8 4)" --max-mib "$(pick 64 8)"
 # the poll engine, an ipv6: target with a v4-mapped address, a plain host:port
 both poll-ipv6mapped 0 '[::]:0' 'ipv6:[::ffff:'"$IP0"']:PORT' --channels 2 --max-mib 4 -- GRPC_POLL_STRATEGY=poll
 both plain-hostport 0 "$IP0:0" "$IP0:PORT" --channels 2 --max-mib 4
