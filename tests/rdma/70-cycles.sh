@@ -4,7 +4,7 @@
 # RSS where they were after warm-up, and no QP in either process once all
 # connections are closed (rdma res, both processes held alive at the end).
 . "$(dirname "$0")/lib/common.bash"
-N=${ERDMA_CYCLES:-$(pick 1000 300)} # 300 in the light passes (ASan, iWARP)
+N=${ERDMA_CYCLES:-$(pick 1000 300)} # 300 in the light (ASan) pass
 C=$PROGS/cycles
 san=()
 if [ "${SANITIZE:-0}" = 1 ]; then
