@@ -241,12 +241,11 @@ static inline int send_all(int fd, const void *buf, size_t n)
 }
 
 /* Both benches: "PROG server ..." / "PROG client ...", SIGPIPE ignored. */
-static inline int bench_main(int argc, char **argv,
-			     int (*server)(const char *, const char *, int,
-					   char **),
-			     int (*client)(const char *, const char *, int,
-					   char **),
-			     void (*usage)(void))
+static inline int
+bench_main(int argc, char **argv,
+	   int (*server)(const char *, const char *, int, char **),
+	   int (*client)(const char *, const char *, int, char **),
+	   void (*usage)(void))
 {
 	if (argc < 4)
 		usage();

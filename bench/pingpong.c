@@ -219,8 +219,9 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 		uint64_t t;
 
 		if (gap_us) {
-			struct timespec gap = { .tv_sec = (time_t)(gap_us / 1000000),
-						.tv_nsec = (long)(gap_us % 1000000) * 1000 };
+			struct timespec gap = {
+			    .tv_sec = (time_t)(gap_us / 1000000),
+			    .tv_nsec = (long)(gap_us % 1000000) * 1000};
 
 			nanosleep(&gap, NULL);
 			tprev = now_ns();

@@ -49,8 +49,8 @@
  * "progress t=... gbps=..."; the client ends with "throughput X Gb/s" and a
  * one-line JSON summary {"bench":"grpc_raw","side":"client",...} (Gb/s,
  * msgs/s, p50/p99/p99.9 latency in us, CPU user+sys of the process and of
- * the measured part, cpu_s_per_gb = the latter per GB moved, counts); the server
- * prints {"bench":"grpc_raw","side":"server",...} (messages, bytes,
+ * the measured part, cpu_s_per_gb = the latter per GB moved, counts); the
+ * server prints {"bench":"grpc_raw","side":"server",...} (messages, bytes,
  * mismatches, CPU) when it exits.  Client exit status: 0 when every RPC
  * succeeded (and, with --total_message, exactly that many were measured), 1
  * otherwise, 2 on bad options, 3 when --max_seconds hit.
@@ -58,15 +58,18 @@
  * On two real hosts (A serves, B is the client; A_IP = A's address on the
  * RDMA interface; the same build on both, `ulimit -l unlimited` for RDMA):
  *   kernel TCP:
- *     A: build/bench/grpc_raw --job_type server --target_ip A_IP --port 50051 --server_threads 4
+ *     A: build/bench/grpc_raw --job_type server --target_ip A_IP --port 50051
+ * --server_threads 4
  *     B: build/bench/grpc_raw --job_type client --target_ip A_IP --port 50051 \
- *          --client_channels 4 --client_channel_concurrent 2 --duration 20 --warmup 2s
- *   over RDMA, the same commands with the shim in front on both hosts:
- *     A: LD_PRELOAD=/path/liberdma_shim.so ERDMA_SHIM=require build/bench/grpc_raw --job_type server ...
- *     B: LD_PRELOAD=/path/liberdma_shim.so ERDMA_SHIM=require build/bench/grpc_raw --job_type client ...
- *   (require: a connection that cannot use RDMA fails instead of falling back
- *   to TCP; `rdma res show qp` on either host lists the RC QPs meanwhile.)
- *   Stop the server with Ctrl-C / SIGTERM: it prints its CPU time and counts.
+ *          --client_channels 4 --client_channel_concurrent 2 --duration 20
+ * --warmup 2s over RDMA, the same commands with the shim in front on both
+ * hosts: A: LD_PRELOAD=/path/liberdma_shim.so ERDMA_SHIM=require
+ * build/bench/grpc_raw --job_type server ... B:
+ * LD_PRELOAD=/path/liberdma_shim.so ERDMA_SHIM=require build/bench/grpc_raw
+ * --job_type client ... (require: a connection that cannot use RDMA fails
+ * instead of falling back to TCP; `rdma res show qp` on either host lists the
+ * RC QPs meanwhile.) Stop the server with Ctrl-C / SIGTERM: it prints its CPU
+ * time and counts.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -118,15 +121,16 @@ struct opts {
 };
 
 static struct opts O = {
-	.port = 50051,
-	.server_threads = 2,
-	.msg_size = 100ull << 20,
-	.channels = 1,
-	.concurrent = 1,
-	.interval = 2.0,
+    .port = 50051,
+    .server_threads = 2,
+    .msg_size = 100ull << 20,
+    .channels = 1,
+    .concurrent = 1,
+    .interval = 2.0,
 };
 
-/* ---- helpers -------------------------------------------------------------- */
+/* ---- helpers --------------------------------------------------------------
+ */
 
 static double now_s(void)
 {
@@ -167,9 +171,21 @@ static int parse_size(const char *s, uint64_t *out)
 	if (errno || end == s || *s == '-')
 		return -EINVAL;
 	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
 	}
 	if (shift && (!strcmp(end, "iB") || !strcmp(end, "B")))
 		end += strlen(end);
@@ -185,7 +201,9 @@ static int parse_num(const char *s, double *out)
 
 	errno = 0;
 	*out = strtod(s, &end);
-	return (errno || end == s || *end || *out < 0 || !isfinite(*out)) ? -EINVAL : 0;
+	return (errno || end == s || *end || *out < 0 || !isfinite(*out))
+		   ? -EINVAL
+		   : 0;
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -217,37 +235,41 @@ static int parse_warmup(const char *s)
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: grpc_raw --job_type server|client [--target_ip IP] [--port N]\n"
-		"  [--server_threads N] [--max_seconds S] [--message_size SIZE] [--response_size SIZE]\n"
-		"  [--total_message N | --duration S] [--warmup N|Ns] [--client_channels N]\n"
-		"  [--client_channel_concurrent N] [--verify] [--interval S]\n"
-		"  [--bad_checksum N] [--hold FILE]\n"
-		"  (see the comment at the top of bench/grpc_raw/grpc_raw.c)\n");
+	fprintf(
+	    stderr,
+	    "usage: grpc_raw --job_type server|client [--target_ip IP] [--port "
+	    "N]\n"
+	    "  [--server_threads N] [--max_seconds S] [--message_size SIZE] "
+	    "[--response_size SIZE]\n"
+	    "  [--total_message N | --duration S] [--warmup N|Ns] "
+	    "[--client_channels N]\n"
+	    "  [--client_channel_concurrent N] [--verify] [--interval S]\n"
+	    "  [--bad_checksum N] [--hold FILE]\n"
+	    "  (see the comment at the top of bench/grpc_raw/grpc_raw.c)\n");
 	exit(2);
 }
 
 static int parse_opts(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "job_type", required_argument, 0, 'j' },
-		{ "target_ip", required_argument, 0, 'i' },
-		{ "port", required_argument, 0, 'p' },
-		{ "server_threads", required_argument, 0, 't' },
-		{ "max_seconds", required_argument, 0, 'x' },
-		{ "message_size", required_argument, 0, 'm' },
-		{ "response_size", required_argument, 0, 'r' },
-		{ "total_message", required_argument, 0, 'n' },
-		{ "duration", required_argument, 0, 'd' },
-		{ "warmup", required_argument, 0, 'w' },
-		{ "client_channels", required_argument, 0, 'c' },
-		{ "client_channel_concurrent", required_argument, 0, 'k' },
-		{ "verify", no_argument, 0, 'v' },
-		{ "interval", required_argument, 0, 'I' },
-		{ "bad_checksum", required_argument, 0, 'B' },
-		{ "hold", required_argument, 0, 'H' },
-		{ "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
+	    {"job_type", required_argument, 0, 'j'},
+	    {"target_ip", required_argument, 0, 'i'},
+	    {"port", required_argument, 0, 'p'},
+	    {"server_threads", required_argument, 0, 't'},
+	    {"max_seconds", required_argument, 0, 'x'},
+	    {"message_size", required_argument, 0, 'm'},
+	    {"response_size", required_argument, 0, 'r'},
+	    {"total_message", required_argument, 0, 'n'},
+	    {"duration", required_argument, 0, 'd'},
+	    {"warmup", required_argument, 0, 'w'},
+	    {"client_channels", required_argument, 0, 'c'},
+	    {"client_channel_concurrent", required_argument, 0, 'k'},
+	    {"verify", no_argument, 0, 'v'},
+	    {"interval", required_argument, 0, 'I'},
+	    {"bad_checksum", required_argument, 0, 'B'},
+	    {"hold", required_argument, 0, 'H'},
+	    {"help", no_argument, 0, 'h'},
+	    {0, 0, 0, 0},
 	};
 	int c, idx = 0, err = 0, job = -1;
 	bool have_total = false, have_dur = false;
@@ -255,32 +277,69 @@ static int parse_opts(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", lo, &idx)) != -1) {
 		switch (c) {
 		case 'j':
-			job = !strcmp(optarg, "server") ? 1 : !strcmp(optarg, "client") ? 0 : -1;
+			job = !strcmp(optarg, "server")	  ? 1
+			      : !strcmp(optarg, "client") ? 0
+							  : -1;
 			err = job < 0 ? -EINVAL : 0;
 			break;
-		case 'i': O.ip = optarg; break;
-		case 'p': err = parse_int(optarg, 0, 65535, &O.port); break;
-		case 't': err = parse_int(optarg, 1, 256, &O.server_threads); break;
-		case 'x': err = parse_num(optarg, &O.max_seconds); break;
-		case 'm': err = parse_size(optarg, &O.msg_size); break;
-		case 'r': err = parse_size(optarg, &O.resp_size); break;
-		case 'n': err = parse_size(optarg, &O.total); have_total = true; break;
-		case 'd': err = parse_num(optarg, &O.duration); have_dur = true; break;
-		case 'w': err = parse_warmup(optarg); break;
-		case 'c': err = parse_int(optarg, 1, 1024, &O.channels); break;
-		case 'k': err = parse_int(optarg, 1, 4096, &O.concurrent); break;
-		case 'v': O.verify = true; break;
-		case 'I': err = parse_num(optarg, &O.interval); break;
-		case 'B': err = parse_size(optarg, &O.bad_checksum); break;
-		case 'H': O.hold = optarg; break;
-		default: usage();
+		case 'i':
+			O.ip = optarg;
+			break;
+		case 'p':
+			err = parse_int(optarg, 0, 65535, &O.port);
+			break;
+		case 't':
+			err = parse_int(optarg, 1, 256, &O.server_threads);
+			break;
+		case 'x':
+			err = parse_num(optarg, &O.max_seconds);
+			break;
+		case 'm':
+			err = parse_size(optarg, &O.msg_size);
+			break;
+		case 'r':
+			err = parse_size(optarg, &O.resp_size);
+			break;
+		case 'n':
+			err = parse_size(optarg, &O.total);
+			have_total = true;
+			break;
+		case 'd':
+			err = parse_num(optarg, &O.duration);
+			have_dur = true;
+			break;
+		case 'w':
+			err = parse_warmup(optarg);
+			break;
+		case 'c':
+			err = parse_int(optarg, 1, 1024, &O.channels);
+			break;
+		case 'k':
+			err = parse_int(optarg, 1, 4096, &O.concurrent);
+			break;
+		case 'v':
+			O.verify = true;
+			break;
+		case 'I':
+			err = parse_num(optarg, &O.interval);
+			break;
+		case 'B':
+			err = parse_size(optarg, &O.bad_checksum);
+			break;
+		case 'H':
+			O.hold = optarg;
+			break;
+		default:
+			usage();
 		}
 		if (err) {
-			fprintf(stderr, "grpc_raw: bad value for --%s: %s\n", lo[idx].name, optarg);
+			fprintf(stderr, "grpc_raw: bad value for --%s: %s\n",
+				lo[idx].name, optarg);
 			usage();
 		}
 	}
-	if (optind < argc || job < 0 || (have_total && have_dur) || O.interval <= 0)
+	if (optind < argc || job < 0 || (have_total && have_dur) ||
+	    O.interval <= 0)
 		usage();
 	/* gRPC's message length limit is an int: stay below 2 GiB. */
 	if (O.msg_size > INT32_MAX - 4096 || O.resp_size > INT32_MAX - 4096) {
@@ -343,7 +402,7 @@ static void block_stop_signals(void)
 /* Waits up to ms for a stop signal; returns the signal or 0. */
 static int tick(int ms)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 	int sig = sigtimedwait(&stop_sigs, NULL, &ts);
 
 	return sig > 0 ? sig : 0;
@@ -367,7 +426,8 @@ static grpc_slice make_payload(size_t n, uint64_t seed)
 	return s;
 }
 
-/* ---- server --------------------------------------------------------------- */
+/* ---- server ---------------------------------------------------------------
+ */
 
 enum { SC_REQUESTED, SC_ANSWERING };
 
@@ -405,24 +465,28 @@ static void srv_request(struct srv_call *c)
 	c->cq = cq;
 	grpc_metadata_array_init(&c->md);
 	c->state = SC_REQUESTED;
-	e = grpc_server_request_registered_call(S.server, S.method, &c->call, &c->deadline, &c->md,
+	e = grpc_server_request_registered_call(S.server, S.method, &c->call,
+						&c->deadline, &c->md,
 						&c->payload, c->cq, c->cq, c);
 	if (e != GRPC_CALL_OK) {
-		fprintf(stderr, "grpc_raw server: request_registered_call: %d\n", e);
+		fprintf(stderr,
+			"grpc_raw server: request_registered_call: %d\n", e);
 		grpc_metadata_array_destroy(&c->md);
 		free(c);
 	}
 }
 
 /* A number the client sent in metadata KEY (hex): true and *v set. */
-static bool srv_md_num(const grpc_metadata_array *md, const char *key, uint64_t *v)
+static bool srv_md_num(const grpc_metadata_array *md, const char *key,
+		       uint64_t *v)
 {
 	for (size_t i = 0; i < md->count; i++) {
 		grpc_slice val = md->metadata[i].value;
 		char buf[24];
 		size_t n = GRPC_SLICE_LENGTH(val);
 
-		if (grpc_slice_str_cmp(md->metadata[i].key, key) || n >= sizeof(buf))
+		if (grpc_slice_str_cmp(md->metadata[i].key, key) ||
+		    n >= sizeof(buf))
 			continue;
 		memcpy(buf, GRPC_SLICE_START_PTR(val), n);
 		buf[n] = 0;
@@ -475,16 +539,19 @@ static void srv_answer(struct srv_call *c)
 {
 	grpc_op ops[4];
 	grpc_status_code st = GRPC_STATUS_OK;
-	uint64_t want, len = c->payload ? grpc_byte_buffer_length(c->payload) : 0;
+	uint64_t want,
+	    len = c->payload ? grpc_byte_buffer_length(c->payload) : 0;
 	grpc_call_error e;
 
-	if (srv_md_num(&c->md, MD_FNV, &want) && srv_payload_fnv(c->payload) != want) {
+	if (srv_md_num(&c->md, MD_FNV, &want) &&
+	    srv_payload_fnv(c->payload) != want) {
 		st = GRPC_STATUS_DATA_LOSS;
 		atomic_fetch_add(&S.mismatches, 1);
 	}
 	atomic_fetch_add(&S.msgs, 1);
 	atomic_fetch_add(&S.bytes, len);
-	c->details = grpc_slice_from_static_string(st ? "payload checksum mismatch" : "");
+	c->details = grpc_slice_from_static_string(
+	    st ? "payload checksum mismatch" : "");
 	c->resp = srv_response(&c->md);
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -533,7 +600,8 @@ static void *srv_thread(void *arg)
 	grpc_completion_queue *cq = arg;
 
 	for (;;) {
-		grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+		grpc_event ev = grpc_completion_queue_next(
+		    cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
 
 		if (ev.type == GRPC_QUEUE_SHUTDOWN)
 			return NULL;
@@ -551,11 +619,14 @@ static void srv_print_json(double secs)
 	double u, s;
 
 	cpu_times(&u, &s);
-	printf("{\"bench\":\"grpc_raw\",\"side\":\"server\",\"threads\":%d,\"messages\":%" PRIu64
-	       ",\"bytes\":%" PRIu64 ",\"mismatches\":%" PRIu64 ",\"errors\":%" PRIu64
+	printf("{\"bench\":\"grpc_raw\",\"side\":\"server\",\"threads\":%d,"
+	       "\"messages\":%" PRIu64 ",\"bytes\":%" PRIu64
+	       ",\"mismatches\":%" PRIu64 ",\"errors\":%" PRIu64
 	       ",\"seconds\":%.3f,\"cpu_user_s\":%.3f,\"cpu_sys_s\":%.3f}\n",
-	       O.server_threads, (uint64_t)atomic_load(&S.msgs), (uint64_t)atomic_load(&S.bytes),
-	       (uint64_t)atomic_load(&S.mismatches), (uint64_t)atomic_load(&S.errors), secs, u, s);
+	       O.server_threads, (uint64_t)atomic_load(&S.msgs),
+	       (uint64_t)atomic_load(&S.bytes),
+	       (uint64_t)atomic_load(&S.mismatches),
+	       (uint64_t)atomic_load(&S.errors), secs, u, s);
 	fflush(stdout);
 }
 
@@ -566,15 +637,17 @@ static int srv_start(void)
 	int port;
 
 	S.server = grpc_server_create(bench_args(-1), NULL);
-	S.method = grpc_server_register_method(S.server, METHOD, NULL,
-					       GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+	S.method = grpc_server_register_method(
+	    S.server, METHOD, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
+	    0);
 	S.cqs = calloc(O.server_threads, sizeof(*S.cqs));
 	S.th = calloc(O.server_threads, sizeof(*S.th));
 	for (int i = 0; i < O.server_threads; i++) {
 		S.cqs[i] = grpc_completion_queue_create_for_next(NULL);
 		grpc_server_register_completion_queue(S.server, S.cqs[i], NULL);
 	}
-	snprintf(addr, sizeof(addr), strchr(O.ip, ':') ? "[%s]:%d" : "%s:%d", O.ip, O.port);
+	snprintf(addr, sizeof(addr), strchr(O.ip, ':') ? "[%s]:%d" : "%s:%d",
+		 O.ip, O.port);
 	port = grpc_server_add_http2_port(S.server, addr, cr);
 	grpc_server_credentials_release(cr);
 	if (port <= 0) {
@@ -606,7 +679,8 @@ static void srv_stop(void)
 	while (!atomic_load(&S.shutdown_done) && now_s() - t < 30)
 		tick(20);
 	if (!atomic_load(&S.shutdown_done)) {
-		fprintf(stderr, "grpc_raw server: shutdown did not complete in 30 s\n");
+		fprintf(stderr,
+			"grpc_raw server: shutdown did not complete in 30 s\n");
 		return; /* leak rather than destroy a server still in use */
 	}
 	grpc_server_destroy(S.server);
@@ -637,8 +711,10 @@ static int run_server(void)
 		if (t - last >= O.interval) {
 			uint64_t b = atomic_load(&S.bytes);
 
-			printf("progress t=%.1f gbps=%.4f messages=%" PRIu64 "\n", t - t0,
-			       (b - last_bytes) * 8 / (t - last) / 1e9, (uint64_t)atomic_load(&S.msgs));
+			printf("progress t=%.1f gbps=%.4f messages=%" PRIu64
+			       "\n",
+			       t - t0, (b - last_bytes) * 8 / (t - last) / 1e9,
+			       (uint64_t)atomic_load(&S.msgs));
 			fflush(stdout);
 			last = t, last_bytes = b;
 		}
@@ -649,7 +725,8 @@ static int run_server(void)
 	return 0;
 }
 
-/* ---- client --------------------------------------------------------------- */
+/* ---- client ---------------------------------------------------------------
+ */
 
 struct cli_chan {
 	grpc_channel *ch;
@@ -685,7 +762,7 @@ static struct {
 	size_t nlat, cap;
 	bool finished;
 	atomic_uint_fast64_t bytes_all;
-} C = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} C = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 enum { CLAIM_NONE = -1, CLAIM_MEAS = 0, CLAIM_WARM = 1 };
 
@@ -726,8 +803,9 @@ static int cli_start(struct cli_call *c)
 	grpc_op ops[6];
 	grpc_slice p = grpc_slice_ref(C.payload); /* this call's reference */
 
-	c->call = grpc_channel_create_registered_call(c->ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->ch->cq,
-						      c->ch->reg, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	c->call = grpc_channel_create_registered_call(
+	    c->ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->ch->cq, c->ch->reg,
+	    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	c->send = grpc_raw_byte_buffer_create(&p, 1);
 	grpc_slice_unref(p); /* the byte buffer holds its own */
 	c->recv = NULL;
@@ -742,10 +820,12 @@ static int cli_start(struct cli_call *c)
 		ops[0].data.send_initial_metadata.count++;
 	}
 	if (O.verify) {
-		grpc_metadata *m = &c->md[ops[0].data.send_initial_metadata.count++];
+		grpc_metadata *m =
+		    &c->md[ops[0].data.send_initial_metadata.count++];
 
 		m->key = grpc_slice_from_static_string(MD_FNV);
-		m->value = grpc_slice_from_static_string(take_bad() ? C.bad_hex : C.fnv_hex);
+		m->value = grpc_slice_from_static_string(
+		    take_bad() ? C.bad_hex : C.fnv_hex);
 	}
 	ops[1].op = GRPC_OP_SEND_MESSAGE;
 	ops[1].data.send_message.send_message = c->send;
@@ -759,7 +839,9 @@ static int cli_start(struct cli_call *c)
 	ops[5].data.recv_status_on_client.status = &c->status;
 	ops[5].data.recv_status_on_client.status_details = &c->details;
 	c->t0 = now_s();
-	return grpc_call_start_batch(c->call, ops, 6, c, NULL) == GRPC_CALL_OK ? 0 : -EIO;
+	return grpc_call_start_batch(c->call, ops, 6, c, NULL) == GRPC_CALL_OK
+		   ? 0
+		   : -EIO;
 }
 
 static void cli_release(struct cli_call *c)
@@ -778,10 +860,14 @@ static void cli_note_error(struct cli_call *c, int ok, uint64_t rlen)
 	if (C.errors + C.mismatches > 5)
 		return;
 	if (c->status == GRPC_STATUS_DATA_LOSS)
-		fprintf(stderr, "grpc_raw client: server reports a payload checksum mismatch\n");
+		fprintf(stderr, "grpc_raw client: server reports a payload "
+				"checksum mismatch\n");
 	else
-		fprintf(stderr, "grpc_raw client: RPC failed: ok %d status %d \"%.*s\" response %" PRIu64 " bytes\n", ok,
-			c->status, (int)GRPC_SLICE_LENGTH(c->details), (const char *)GRPC_SLICE_START_PTR(c->details), rlen);
+		fprintf(stderr,
+			"grpc_raw client: RPC failed: ok %d status %d \"%.*s\" "
+			"response %" PRIu64 " bytes\n",
+			ok, c->status, (int)GRPC_SLICE_LENGTH(c->details),
+			(const char *)GRPC_SLICE_START_PTR(c->details), rlen);
 }
 
 /* Counts one finished RPC, under C.lock. */
@@ -844,7 +930,8 @@ static void *cli_thread(void *arg)
 	grpc_completion_queue *cq = arg;
 
 	for (;;) {
-		grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+		grpc_event ev = grpc_completion_queue_next(
+		    cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
 
 		if (ev.type == GRPC_QUEUE_SHUTDOWN)
 			return NULL;
@@ -882,9 +969,11 @@ static void json_num(const char *key, double v, const char *fmt)
 
 static int cli_report(void)
 {
-	double secs = C.meas_ok ? C.meas_end - C.meas_start : NAN, u, s, mean = 0, gbps, gb, win;
+	double secs = C.meas_ok ? C.meas_end - C.meas_start : NAN, u, s,
+	       mean = 0, gbps, gb, win;
 	uint64_t bytes = C.meas_ok * O.msg_size;
-	bool ok = !C.errors && !C.mismatches && (!O.total || C.meas_ok == O.total);
+	bool ok =
+	    !C.errors && !C.mismatches && (!O.total || C.meas_ok == O.total);
 
 	cpu_times(&u, &s);
 	win = u + s - C.cpu0;
@@ -893,13 +982,16 @@ static int cli_report(void)
 		mean += C.lat[i] / C.nlat;
 	gbps = secs > 0 ? bytes * 8 / secs / 1e9 : NAN;
 	gb = (C.meas_ok * (O.msg_size + O.resp_size)) / 1e9;
-	printf("throughput %.4f Gb/s (%" PRIu64 " messages of %" PRIu64 " bytes in %.3f s)\n", gbps, C.meas_ok,
-	       O.msg_size, secs);
-	printf("{\"bench\":\"grpc_raw\",\"side\":\"client\",\"target\":\"%s:%d\",\"message_size\":%" PRIu64
-	       ",\"response_size\":%" PRIu64 ",\"channels\":%d,\"concurrent\":%d,\"verify\":%s"
-	       ",\"warmup_messages\":%" PRIu64 ",\"messages\":%" PRIu64 ",\"bytes\":%" PRIu64,
-	       O.ip, O.port, O.msg_size, O.resp_size, O.channels, O.concurrent, O.verify ? "true" : "false",
-	       C.warm_done, C.meas_ok, bytes);
+	printf("throughput %.4f Gb/s (%" PRIu64 " messages of %" PRIu64
+	       " bytes in %.3f s)\n",
+	       gbps, C.meas_ok, O.msg_size, secs);
+	printf("{\"bench\":\"grpc_raw\",\"side\":\"client\",\"target\":\"%s:%"
+	       "d\",\"message_size\":%" PRIu64 ",\"response_size\":%" PRIu64
+	       ",\"channels\":%d,\"concurrent\":%d,\"verify\":%s"
+	       ",\"warmup_messages\":%" PRIu64 ",\"messages\":%" PRIu64
+	       ",\"bytes\":%" PRIu64,
+	       O.ip, O.port, O.msg_size, O.resp_size, O.channels, O.concurrent,
+	       O.verify ? "true" : "false", C.warm_done, C.meas_ok, bytes);
 	json_num("seconds", secs, "%.4f");
 	json_num("gbps", gbps, "%.4f");
 	json_num("msgs_per_s", secs > 0 ? C.meas_ok / secs : NAN, "%.2f");
@@ -911,8 +1003,9 @@ static int cli_report(void)
 	json_num("cpu_sys_s", s, "%.3f");
 	json_num("cpu_window_s", win, "%.3f");
 	json_num("cpu_s_per_gb", gb > 0 ? win / gb : NAN, "%.3f");
-	printf(",\"mismatches\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"ok\":%s}\n", C.mismatches, C.errors,
-	       ok ? "true" : "false");
+	printf(",\"mismatches\":%" PRIu64 ",\"errors\":%" PRIu64
+	       ",\"ok\":%s}\n",
+	       C.mismatches, C.errors, ok ? "true" : "false");
 	fflush(stdout);
 	return ok ? 0 : 1;
 }
@@ -924,17 +1017,23 @@ static void cli_setup(void)
 
 	C.payload = make_payload(O.msg_size, 1);
 	snprintf(C.fnv_hex, sizeof(C.fnv_hex), "%016" PRIx64,
-		 O.verify ? fnv1a(FNV_OFFSET, GRPC_SLICE_START_PTR(C.payload), O.msg_size) : 0);
-	snprintf(C.bad_hex, sizeof(C.bad_hex), "%016" PRIx64, (uint64_t)strtoull(C.fnv_hex, NULL, 16) ^ 1);
+		 O.verify ? fnv1a(FNV_OFFSET, GRPC_SLICE_START_PTR(C.payload),
+				  O.msg_size)
+			  : 0);
+	snprintf(C.bad_hex, sizeof(C.bad_hex), "%016" PRIx64,
+		 (uint64_t)strtoull(C.fnv_hex, NULL, 16) ^ 1);
 	atomic_store(&C.bad_left, O.bad_checksum);
 	snprintf(C.resp_hex, sizeof(C.resp_hex), "%" PRIx64, O.resp_size);
-	snprintf(target, sizeof(target), strchr(O.ip, ':') ? "ipv6:[%s]:%d" : "ipv4:%s:%d", O.ip, O.port);
+	snprintf(target, sizeof(target),
+		 strchr(O.ip, ':') ? "ipv6:[%s]:%d" : "ipv4:%s:%d", O.ip,
+		 O.port);
 	C.chans = calloc(O.channels, sizeof(*C.chans));
 	for (int i = 0; i < O.channels; i++) {
 		struct cli_chan *ch = &C.chans[i];
 
 		ch->ch = grpc_channel_create(target, cr, bench_args(i));
-		ch->reg = grpc_channel_register_call(ch->ch, METHOD, NULL, NULL);
+		ch->reg =
+		    grpc_channel_register_call(ch->ch, METHOD, NULL, NULL);
 		ch->cq = grpc_completion_queue_create_for_next(NULL);
 		pthread_create(&ch->th, NULL, cli_thread, ch->cq);
 	}
@@ -962,7 +1061,9 @@ static void cli_kick(void)
 			c->ch = &C.chans[i];
 			c->warm = claim == CLAIM_WARM;
 			if (cli_start(c)) {
-				fprintf(stderr, "grpc_raw client: start_batch failed\n");
+				fprintf(
+				    stderr,
+				    "grpc_raw client: start_batch failed\n");
 				exit(1);
 			}
 		}
@@ -1000,13 +1101,17 @@ static int run_client(void)
 		}
 		t = now_s();
 		if (O.max_seconds > 0 && t - t0 >= O.max_seconds) {
-			fprintf(stderr, "grpc_raw client: --max_seconds %.0f reached, giving up\n", O.max_seconds);
+			fprintf(stderr,
+				"grpc_raw client: --max_seconds %.0f reached, "
+				"giving up\n",
+				O.max_seconds);
 			exit(3);
 		}
 		if (t - last >= O.interval) {
 			uint64_t b = atomic_load(&C.bytes_all);
 
-			printf("progress t=%.1f gbps=%.4f\n", t - t0, (b - last_bytes) * 8 / (t - last) / 1e9);
+			printf("progress t=%.1f gbps=%.4f\n", t - t0,
+			       (b - last_bytes) * 8 / (t - last) / 1e9);
 			fflush(stdout);
 			last = t, last_bytes = b;
 		}

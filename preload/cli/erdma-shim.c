@@ -523,8 +523,7 @@ static bool doctor_devices(struct report *r, const struct shim_config *c)
 	check(r, "port map", "ok", NULL,
 	      "%s: a TCP port P is served on RDMA at port P+%u (past 65535: "
 	      "wraps to 1)%s",
-	      c->port_offset != SHIM_PORT_OFFSET_AUTO
-		  ? "ERDMA_SHIM_PORT_OFFSET"
+	      c->port_offset != SHIM_PORT_OFFSET_AUTO ? "ERDMA_SHIM_PORT_OFFSET"
 	      : iwarp ? "iWARP device present (TCP's port space)"
 		      : "InfiniBand/RoCE (rdma_cm's own port space)",
 	      off,

@@ -88,13 +88,18 @@ static int full(int fd, char *buf, size_t n, int out)
 
 int main(int argc, char **argv)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST }, *ai;
-	const char *hold = argc > 6 && !strcmp(argv[5], "--hold") ? argv[6] : NULL;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICHOST},
+			*ai;
+	const char *hold =
+	    argc > 6 && !strcmp(argv[5], "--hold") ? argv[6] : NULL;
 	int n, warm;
 	char buf[8];
 
 	if (argc < 5)
-		return fprintf(stderr, "usage: cycles server|client ADDR PORT N [--hold FILE]\n"), 2;
+		return fprintf(stderr, "usage: cycles server|client ADDR PORT "
+				       "N [--hold FILE]\n"),
+		       2;
 	n = atoi(argv[4]);
 	if (getaddrinfo(argv[2], argv[3], &hints, &ai))
 		die("getaddrinfo");
@@ -107,7 +112,8 @@ int main(int argc, char **argv)
 		if (bind(l, ai->ai_addr, ai->ai_addrlen) || listen(l, 64))
 			die("listen");
 		getsockname(l, (struct sockaddr *)&ss, &len);
-		printf("ready %u\n", ntohs(((struct sockaddr_in *)&ss)->sin_port));
+		printf("ready %u\n",
+		       ntohs(((struct sockaddr_in *)&ss)->sin_port));
 		fflush(stdout);
 		for (int i = 0; i < n; i++) {
 			int c = accept(l, NULL, NULL);
@@ -142,18 +148,23 @@ int main(int argc, char **argv)
 			die("connect");
 		memcpy(buf, &i, sizeof(i));
 		memset(buf + sizeof(i), 'x', 8 - sizeof(i));
-		if (full(fd, buf, 8, 1) || full(fd, buf, 8, 0) || memcmp(buf, &i, sizeof(i)))
+		if (full(fd, buf, 8, 1) || full(fd, buf, 8, 0) ||
+		    memcmp(buf, &i, sizeof(i)))
 			die("echo");
 		close(fd);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	int fd1 = count_fds();
 	long rss1 = rss_kib();
-	double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	double secs =
+	    (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 
-	printf("client: %d cycles; fds %d -> %d; RSS %ld -> %ld KiB\n", n, fd0, fd1, rss0, rss1);
-	fprintf(stderr, "FIGURE: %d connect/echo/close cycles in %.1f s (%.1f ms each)\n", n, secs,
-		1000 * secs / n);
+	printf("client: %d cycles; fds %d -> %d; RSS %ld -> %ld KiB\n", n, fd0,
+	       fd1, rss0, rss1);
+	fprintf(
+	    stderr,
+	    "FIGURE: %d connect/echo/close cycles in %.1f s (%.1f ms each)\n",
+	    n, secs, 1000 * secs / n);
 	hold_until(hold);
 	freeaddrinfo(ai);
 	/* ASan's quarantine holds freed blocks back: tests/rdma/70-cycles.sh

@@ -37,7 +37,8 @@ static volatile bool done;
 static int cfd = -1, sfd = -1;
 static uint64_t sent_bytes, got_bytes;
 static bool mismatch;
-static uint64_t bad_first, bad_bytes, bad_last; /* where the stream went wrong */
+static uint64_t bad_first, bad_bytes,
+    bad_last; /* where the stream went wrong */
 
 static uint8_t byte_at(uint64_t i)
 {
@@ -91,7 +92,7 @@ static void *reader(void *arg)
 
 static void *churn(void *arg)
 {
-	struct epoll_event ev = { .events = EPOLLIN }, out;
+	struct epoll_event ev = {.events = EPOLLIN}, out;
 
 	(void)arg;
 	while (!done) {
@@ -108,7 +109,7 @@ static void *churn(void *arg)
 
 static void child(void)
 {
-	struct epoll_event ev = { .events = EPOLLIN }, out;
+	struct epoll_event ev = {.events = EPOLLIN}, out;
 	int ep = epoll_create1(0);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -129,8 +130,9 @@ static void child(void)
 			strcpy(l1, "?");
 		if (readlink(p2, l2, sizeof(l2) - 1) < 0)
 			strcpy(l2, "?");
-		dprintf(2, "child %d: %s: %s (ep %d %s, s %d %s, again: %d)\n", (int)getpid(), what,
-			strerror(e), ep, l1, s, l2, epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev));
+		dprintf(2, "child %d: %s: %s (ep %d %s, s %d %s, again: %d)\n",
+			(int)getpid(), what, strerror(e), ep, l1, s, l2,
+			epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev));
 		_exit(2);
 	}
 	close(s);
@@ -142,8 +144,8 @@ static void child(void)
 static int failed_status(pid_t pid, int st)
 {
 	if (WIFSIGNALED(st))
-		dprintf(2, "child %d: killed by signal %d (%s)\n", (int)pid, WTERMSIG(st),
-			strsignal(WTERMSIG(st)));
+		dprintf(2, "child %d: killed by signal %d (%s)\n", (int)pid,
+			WTERMSIG(st), strsignal(WTERMSIG(st)));
 	else
 		dprintf(2, "child %d: exit %d\n", (int)pid, WEXITSTATUS(st));
 	return 1;
@@ -152,14 +154,16 @@ static int failed_status(pid_t pid, int st)
 /* Wait for pid at most 10 s: 0 exited 0, 1 failed, 2 hung (killed). */
 static int reap(pid_t pid)
 {
-	struct timespec nap = { 0, 1000000 };
+	struct timespec nap = {0, 1000000};
 	int st;
 
 	for (int i = 0; i < 10000; i++) {
 		pid_t r = waitpid(pid, &st, WNOHANG);
 
 		if (r == pid)
-			return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : failed_status(pid, st);
+			return WIFEXITED(st) && WEXITSTATUS(st) == 0
+				   ? 0
+				   : failed_status(pid, st);
 		nanosleep(&nap, NULL);
 	}
 	dprintf(2, "child %d: not back in 10 s, killed\n", (int)pid);
@@ -170,7 +174,7 @@ static int reap(pid_t pid)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t len = sizeof(a);
 	pthread_t th[3];
 	int l, forks, hung = 0, failed = 0;
@@ -219,12 +223,19 @@ int main(int argc, char **argv)
 	pthread_join(th[2], NULL);
 	pthread_join(th[1], NULL);
 	printf("forks: %d, hung: %d, failed: %d\n", forks, hung, failed);
-	printf("stream: %s, %s\n", got_bytes == sent_bytes && got_bytes ? "all bytes" : "bytes lost",
+	printf("stream: %s, %s\n",
+	       got_bytes == sent_bytes && got_bytes ? "all bytes"
+						    : "bytes lost",
 	       mismatch ? "MISMATCH" : "ok");
 	fflush(stdout);
 	if (mismatch)
-		fprintf(stderr, "stream: %llu bytes wrong, first at %llu, last at %llu (of %llu)\n",
-			(unsigned long long)bad_bytes, (unsigned long long)bad_first,
-			(unsigned long long)bad_last, (unsigned long long)got_bytes);
-	return hung || failed || mismatch || got_bytes != sent_bytes || !got_bytes;
+		fprintf(stderr,
+			"stream: %llu bytes wrong, first at %llu, last at %llu "
+			"(of %llu)\n",
+			(unsigned long long)bad_bytes,
+			(unsigned long long)bad_first,
+			(unsigned long long)bad_last,
+			(unsigned long long)got_bytes);
+	return hung || failed || mismatch || got_bytes != sent_bytes ||
+	       !got_bytes;
 }

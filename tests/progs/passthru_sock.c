@@ -134,7 +134,8 @@ struct addr {
  */
 static void loopback(struct addr *a, int family)
 {
-	const char *env = getenv(family == AF_INET ? "PASSTHRU_ADDR4" : "PASSTHRU_ADDR6");
+	const char *env =
+	    getenv(family == AF_INET ? "PASSTHRU_ADDR4" : "PASSTHRU_ADDR6");
 
 	memset(a, 0, sizeof(*a));
 	if (family == AF_INET) {
@@ -1510,7 +1511,9 @@ static void sec_threads(void)
 	 * the RDMA suite runs 3: rdma-core 44 serves 3 RDMA listeners per
 	 * process, see README). */
 	const char *nt_env = getenv("PASSTHRU_THREADS");
-	int NT = nt_env && atoi(nt_env) > 0 && atoi(nt_env) < NT_MAX ? atoi(nt_env) : NT_MAX;
+	int NT = nt_env && atoi(nt_env) > 0 && atoi(nt_env) < NT_MAX
+		     ? atoi(nt_env)
+		     : NT_MAX;
 	pthread_t th[NT_MAX];
 	struct echo_job jobs[NT_MAX];
 	int ok = 1;

@@ -87,8 +87,9 @@ static int full_io(int fd, void *buf, size_t n, int wr)
 	size_t done = 0;
 
 	while (done < n) {
-		ssize_t r = wr ? send(fd, (char *)buf + done, n - done, MSG_NOSIGNAL)
-			       : recv(fd, (char *)buf + done, n - done, 0);
+		ssize_t r =
+		    wr ? send(fd, (char *)buf + done, n - done, MSG_NOSIGNAL)
+		       : recv(fd, (char *)buf + done, n - done, 0);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -151,8 +152,9 @@ static int still_blocking(int l)
 {
 	if (file_nonblock(l) == 0)
 		return 1;
-	fprintf(stderr, "pid %d: the listener's file is not blocking (or "
-			"unknown) though the program never said so\n",
+	fprintf(stderr,
+		"pid %d: the listener's file is not blocking (or "
+		"unknown) though the program never said so\n",
 		(int)getpid());
 	return 0;
 }
@@ -181,14 +183,13 @@ static void worker_block(int l, int check)
 static void deny_uring(void)
 {
 	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-			 offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+		     offsetof(struct seccomp_data, nr)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]),
-				   .filter = f };
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
 	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
@@ -201,7 +202,7 @@ static void deny_uring(void)
  * EAGAIN (another worker may take the connection first). */
 static void worker_epoll(int l)
 {
-	struct epoll_event ev = { .events = EPOLLIN }, out;
+	struct epoll_event ev = {.events = EPOLLIN}, out;
 	int ep = epoll_create1(0);
 
 	fcntl(l, F_SETFL, fcntl(l, F_GETFL) | O_NONBLOCK);
@@ -244,7 +245,8 @@ static int listen_on(const char *addr, struct sockaddr_in *a)
 		return -2;
 	l = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(l, (struct sockaddr *)a, sizeof(*a)) < 0 || listen(l, 128) < 0 ||
+	if (bind(l, (struct sockaddr *)a, sizeof(*a)) < 0 ||
+	    listen(l, 128) < 0 ||
 	    getsockname(l, (struct sockaddr *)a, &len) < 0) {
 		perror("listen");
 		return -1;
@@ -371,19 +373,22 @@ struct client {
 static void *client_main(void *arg)
 {
 	struct client *k = arg;
-	uint32_t req[2] = { htonl(k->size), htonl(k->seed) }, x = k->seed | 1;
+	uint32_t req[2] = {htonl(k->size), htonl(k->seed)}, x = k->seed | 1;
 	unsigned char buf[65536], want[65536];
 	uint64_t h1 = 0xcbf29ce484222325ULL, h2 = h1;
 	size_t left = k->size;
 	int c = k->fd > 0 ? k->fd : socket(AF_INET, SOCK_STREAM, 0);
 
-	if (k->fd <= 0 && connect(c, (struct sockaddr *)&k->a, sizeof(k->a)) < 0) {
-		snprintf(k->err, sizeof(k->err), "connect: %s", strerrorname_np(errno));
+	if (k->fd <= 0 &&
+	    connect(c, (struct sockaddr *)&k->a, sizeof(k->a)) < 0) {
+		snprintf(k->err, sizeof(k->err), "connect: %s",
+			 strerrorname_np(errno));
 		close(c);
 		return NULL;
 	}
 	if (full_io(c, req, sizeof(req), 1) < 0) {
-		snprintf(k->err, sizeof(k->err), "send: %s", strerrorname_np(errno));
+		snprintf(k->err, sizeof(k->err), "send: %s",
+			 strerrorname_np(errno));
 		close(c);
 		return NULL;
 	}
@@ -409,7 +414,7 @@ static void *client_main(void *arg)
 
 static int forkget(const char *addr, int port, uint32_t size)
 {
-	struct client k = { .size = size, .seed = 7 };
+	struct client k = {.size = size, .seed = 7};
 	int st;
 	pid_t pid;
 
@@ -430,7 +435,8 @@ static int forkget(const char *addr, int port, uint32_t size)
 		_exit(k.ok ? 0 : 1);
 	}
 	close(k.fd);
-	if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+	if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) ||
+	    WEXITSTATUS(st)) {
 		printf("forked client: FAILED\n");
 		return 1;
 	}
@@ -472,7 +478,8 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "forkserve"))
 		return forkserve(argv[2], argv[3], "/proc/self/exe");
 	if (argc == 5 && !strcmp(argv[1], "forkget"))
-		return forkget(argv[2], atoi(argv[3]), (uint32_t)strtoul(argv[4], NULL, 0));
+		return forkget(argv[2], atoi(argv[3]),
+			       (uint32_t)strtoul(argv[4], NULL, 0));
 	if (argc == 2 && !strcmp(argv[1], "handle")) {
 		serve_io(0, 1);
 		return 0;
@@ -480,10 +487,11 @@ int main(int argc, char **argv)
 	if (argc == 6 && !strcmp(argv[1], "get"))
 		return get(argv[2], atoi(argv[3]), atoi(argv[4]),
 			   (uint32_t)strtoul(argv[5], NULL, 0));
-	fprintf(stderr, "usage: prefork serve ADDR WORKERS block|epoll|block-nouring\n"
-			"       prefork forkserve ADDR close|keep|exec\n"
-			"       prefork handle\n"
-			"       prefork forkget ADDR PORT SIZE\n"
-			"       prefork get ADDR PORT CLIENTS SIZE\n");
+	fprintf(stderr,
+		"usage: prefork serve ADDR WORKERS block|epoll|block-nouring\n"
+		"       prefork forkserve ADDR close|keep|exec\n"
+		"       prefork handle\n"
+		"       prefork forkget ADDR PORT SIZE\n"
+		"       prefork get ADDR PORT CLIENTS SIZE\n");
 	return 2;
 }

@@ -118,7 +118,7 @@ static int64_t now_us(void)
 
 static void sleep_ms(int ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -130,10 +130,10 @@ static const struct {
 	uint32_t bit;
 	const char *name;
 } bitnames[] = {
-	{ EPOLLIN, "IN" },	   { EPOLLPRI, "PRI" },	      { EPOLLOUT, "OUT" },
-	{ EPOLLERR, "ERR" },	   { EPOLLHUP, "HUP" },	      { POLLNVAL, "NVAL" },
-	{ EPOLLRDNORM, "RDNORM" }, { EPOLLRDBAND, "RDBAND" }, { EPOLLWRNORM, "WRNORM" },
-	{ EPOLLWRBAND, "WRBAND" }, { EPOLLMSG, "MSG" },	      { EPOLLRDHUP, "RDHUP" },
+    {EPOLLIN, "IN"},	     {EPOLLPRI, "PRI"},	      {EPOLLOUT, "OUT"},
+    {EPOLLERR, "ERR"},	     {EPOLLHUP, "HUP"},	      {POLLNVAL, "NVAL"},
+    {EPOLLRDNORM, "RDNORM"}, {EPOLLRDBAND, "RDBAND"}, {EPOLLWRNORM, "WRNORM"},
+    {EPOLLWRBAND, "WRBAND"}, {EPOLLMSG, "MSG"},	      {EPOLLRDHUP, "RDHUP"},
 };
 
 static char *mask_str(uint32_t m, char *buf, size_t len)
@@ -143,12 +143,13 @@ static char *mask_str(uint32_t m, char *buf, size_t len)
 	buf[0] = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(bitnames); i++)
 		if (m & bitnames[i].bit) {
-			o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? "|" : "",
-					      bitnames[i].name);
+			o += (size_t)snprintf(buf + o, len - o, "%s%s",
+					      o ? "|" : "", bitnames[i].name);
 			m &= ~bitnames[i].bit;
 		}
 	if (m)
-		o += (size_t)snprintf(buf + o, len - o, "%s0x%x", o ? "|" : "", m);
+		o += (size_t)snprintf(buf + o, len - o, "%s0x%x", o ? "|" : "",
+				      m);
 	if (!o)
 		snprintf(buf, len, "0");
 	return buf;
@@ -195,10 +196,11 @@ static char *evs_str(struct epoll_event *evs, int n, char *buf, size_t len)
 
 		mask_str(evs[i].events, m, sizeof(m));
 		if (id >= 0 && idname[id])
-			o += (size_t)snprintf(buf + o, len - o, "%s%s:%s", i ? " " : "",
-					      idname[id], m);
+			o += (size_t)snprintf(buf + o, len - o, "%s%s:%s",
+					      i ? " " : "", idname[id], m);
 		else
-			o += (size_t)snprintf(buf + o, len - o, "%sdata=0x%016" PRIx64 ":%s",
+			o += (size_t)snprintf(buf + o, len - o,
+					      "%sdata=0x%016" PRIx64 ":%s",
 					      i ? " " : "", evs[i].data.u64, m);
 	}
 	return buf;
@@ -206,17 +208,19 @@ static char *evs_str(struct epoll_event *evs, int n, char *buf, size_t len)
 
 /* ---- epoll helpers ---------------------------------------------------- */
 
-static int ep_ctl(int ep, int op, int fd, uint32_t events, int id, const char *name)
+static int ep_ctl(int ep, int op, int fd, uint32_t events, int id,
+		  const char *name)
 {
-	struct epoll_event e = { .events = events, .data.u64 = key(id) };
-	static const char *const ops[] = { "?", "ADD", "DEL", "MOD" };
+	struct epoll_event e = {.events = events, .data.u64 = key(id)};
+	static const char *const ops[] = {"?", "ADD", "DEL", "MOD"};
 
 	if (id >= 0 && id < MAXID && name)
 		idname[id] = name;
 	if (epoll_ctl(ep, op, fd, &e) < 0) {
 		int er = errno;
 
-		say("epoll_ctl %s %s: %s", ops[op & 3], name ? name : "?", en(er));
+		say("epoll_ctl %s %s: %s", ops[op & 3], name ? name : "?",
+		    en(er));
 		errno = er;
 		return -1;
 	}
@@ -307,15 +311,15 @@ static char *pfds_str(const struct pollfd *p, const char *const *names, int n,
 	buf[0] = 0;
 	for (int i = 0; i < n && o < len; i++)
 		if (p[i].revents)
-			o += (size_t)snprintf(buf + o, len - o, "%s%s:%s", o ? " " : "",
-					      names[i],
-					      mask_str((uint16_t)p[i].revents, m,
-						       sizeof(m)));
+			o += (size_t)snprintf(
+			    buf + o, len - o, "%s%s:%s", o ? " " : "", names[i],
+			    mask_str((uint16_t)p[i].revents, m, sizeof(m)));
 	return buf;
 }
 
-static int show_poll_result(const char *label, int r, int er, const struct pollfd *p,
-			    const char *const *names, int n, bool zero)
+static int show_poll_result(const char *label, int r, int er,
+			    const struct pollfd *p, const char *const *names,
+			    int n, bool zero)
 {
 	char b[1024];
 
@@ -324,22 +328,25 @@ static int show_poll_result(const char *label, int r, int er, const struct pollf
 	else if (r == 0)
 		say("%s: %s", label, zero ? "nothing" : "timeout");
 	else
-		say("%s: %d ready: %s", label, r, pfds_str(p, names, n, b, sizeof(b)));
+		say("%s: %d ready: %s", label, r,
+		    pfds_str(p, names, n, b, sizeof(b)));
 	return r;
 }
 
-static int poll_show(const char *label, struct pollfd *p, const char *const *names,
-		     int n, int timeout)
+static int poll_show(const char *label, struct pollfd *p,
+		     const char *const *names, int n, int timeout)
 {
 	int r = poll(p, (nfds_t)n, timeout);
 
 	return show_poll_result(label, r, errno, p, names, n, timeout == 0);
 }
 
-static int ppoll_show(const char *label, struct pollfd *p, const char *const *names,
-		      int n, int timeout_ms, const sigset_t *mask)
+static int ppoll_show(const char *label, struct pollfd *p,
+		      const char *const *names, int n, int timeout_ms,
+		      const sigset_t *mask)
 {
-	struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+	struct timespec ts = {timeout_ms / 1000,
+			      (long)(timeout_ms % 1000) * 1000000L};
 	int r = ppoll(p, (nfds_t)n, timeout_ms < 0 ? NULL : &ts, mask);
 
 	return show_poll_result(label, r, errno, p, names, n, timeout_ms == 0);
@@ -383,7 +390,8 @@ struct sfd {
 	bool r, w;
 };
 
-static void sel_build(const struct sfd *f, int n, fd_set *r, fd_set *w, int *maxfd)
+static void sel_build(const struct sfd *f, int n, fd_set *r, fd_set *w,
+		      int *maxfd)
 {
 	FD_ZERO(r);
 	FD_ZERO(w);
@@ -398,8 +406,9 @@ static void sel_build(const struct sfd *f, int n, fd_set *r, fd_set *w, int *max
 	}
 }
 
-static void sel_print(const char *label, int r, int er, const struct sfd *f, int n,
-		      fd_set *rs, fd_set *ws, bool zero, const char *extra)
+static void sel_print(const char *label, int r, int er, const struct sfd *f,
+		      int n, fd_set *rs, fd_set *ws, bool zero,
+		      const char *extra)
 {
 	char b[512];
 	size_t o = 0;
@@ -415,21 +424,22 @@ static void sel_print(const char *label, int r, int er, const struct sfd *f, int
 	o += (size_t)snprintf(b + o, sizeof(b) - o, "n=%d r=", r);
 	for (int i = 0, c = 0; i < n; i++)
 		if (f[i].r && FD_ISSET(f[i].fd, rs))
-			o += (size_t)snprintf(b + o, sizeof(b) - o, "%s%s", c++ ? "," : "",
-					      f[i].name);
+			o += (size_t)snprintf(b + o, sizeof(b) - o, "%s%s",
+					      c++ ? "," : "", f[i].name);
 	o += (size_t)snprintf(b + o, sizeof(b) - o, " w=");
 	for (int i = 0, c = 0; i < n; i++)
 		if (f[i].w && FD_ISSET(f[i].fd, ws))
-			o += (size_t)snprintf(b + o, sizeof(b) - o, "%s%s", c++ ? "," : "",
-					      f[i].name);
+			o += (size_t)snprintf(b + o, sizeof(b) - o, "%s%s",
+					      c++ ? "," : "", f[i].name);
 	say("%s: %s%s", label, b, extra);
 }
 
-static int select_show(const char *label, const struct sfd *f, int n, int timeout_ms)
+static int select_show(const char *label, const struct sfd *f, int n,
+		       int timeout_ms)
 {
 	fd_set rs, ws;
 	int maxfd, r;
-	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+	struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
 
 	sel_build(f, n, &rs, &ws, &maxfd);
 	r = select(maxfd + 1, &rs, &ws, NULL, timeout_ms < 0 ? NULL : &tv);
@@ -437,15 +447,17 @@ static int select_show(const char *label, const struct sfd *f, int n, int timeou
 	return r;
 }
 
-static int pselect_show(const char *label, const struct sfd *f, int n, int timeout_ms,
-			const sigset_t *mask)
+static int pselect_show(const char *label, const struct sfd *f, int n,
+			int timeout_ms, const sigset_t *mask)
 {
 	fd_set rs, ws;
 	int maxfd, r;
-	struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+	struct timespec ts = {timeout_ms / 1000,
+			      (long)(timeout_ms % 1000) * 1000000L};
 
 	sel_build(f, n, &rs, &ws, &maxfd);
-	r = pselect(maxfd + 1, &rs, &ws, NULL, timeout_ms < 0 ? NULL : &ts, mask);
+	r = pselect(maxfd + 1, &rs, &ws, NULL, timeout_ms < 0 ? NULL : &ts,
+		    mask);
 	sel_print(label, r, errno, f, n, &rs, &ws, timeout_ms == 0, "");
 	return r;
 }
@@ -467,7 +479,7 @@ static void set_nb(int fd, bool on)
 /* accept4 on the listener, waiting <= 5 s for an arrival. */
 static int accept_nb(void)
 {
-	struct pollfd q = { .fd = lfd, .events = POLLIN };
+	struct pollfd q = {.fd = lfd, .events = POLLIN};
 
 	if (poll(&q, 1, 5000) == 0) {
 		errno = ETIMEDOUT;
@@ -616,7 +628,8 @@ static void drain_pipe(int fd)
 /* A kernel TCP connection the shim can't see: raw system calls. */
 static int raw_tcp_connect(void)
 {
-	int fd = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd =
+	    (int)syscall(SYS_socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
 		return -errno;
@@ -731,8 +744,8 @@ static void guard_start(int ms)
 static void guard_stop(const char *what)
 {
 	if (rescue_stop(&guard_r)) {
-		say("%s: did not return by itself (guard fired after %d ms)", what,
-		    guard_r.ms);
+		say("%s: did not return by itself (guard fired after %d ms)",
+		    what, guard_r.ms);
 		drain_pipe(guard_fd);
 	}
 }
@@ -838,14 +851,14 @@ static void on_alarm(int sig)
 
 static void arm_alarm(int ms)
 {
-	struct itimerval it = { .it_value = { ms / 1000, (ms % 1000) * 1000 } };
+	struct itimerval it = {.it_value = {ms / 1000, (ms % 1000) * 1000}};
 
 	setitimer(ITIMER_REAL, &it, NULL);
 }
 
 static void disarm_alarm(void)
 {
-	struct itimerval it = { 0 };
+	struct itimerval it = {0};
 
 	setitimer(ITIMER_REAL, &it, NULL);
 }
@@ -985,8 +998,8 @@ static void case_err(void)
 	ep_add(ep, p.c, ev, C, "c");
 	xsend(p.c, "unread");
 	{
-		struct pollfd q = { .fd = p.s, .events = POLLIN };
-		const char *nm[] = { "s" };
+		struct pollfd q = {.fd = p.s, .events = POLLIN};
+		const char *nm[] = {"s"};
 
 		poll_settle(&q, 1, 2000, 0, POLLIN, -1);
 		poll_show("s has unread data", &q, nm, 1, 0);
@@ -1063,7 +1076,7 @@ static void send_n(int fd, size_t n)
 			continue;
 		}
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd q = { .fd = fd, .events = POLLOUT };
+			struct pollfd q = {.fd = fd, .events = POLLOUT};
 
 			if (poll(&q, 1, 2000) > 0)
 				continue;
@@ -1081,7 +1094,7 @@ static void wait_inq(int fd, int n)
 	int q = -1;
 
 	do {
-		struct pollfd pq = { .fd = fd, .events = POLLIN };
+		struct pollfd pq = {.fd = fd, .events = POLLIN};
 
 		(void)poll(&pq, 1, 10);
 		if (ioctl(fd, FIONREAD, &q) == 0 && q >= n)
@@ -1115,7 +1128,9 @@ static void case_et_count(void)
 	t0 = now_us();
 	n = epoll_wait(ep, evs, 4, 3000);
 	say("asleep with 3 bytes unread, peer sends after 100 ms: %s%s",
-	    n > 0 ? evs_str(evs, n, b, sizeof(b)) : n ? en(errno) : "timeout",
+	    n > 0 ? evs_str(evs, n, b, sizeof(b))
+	    : n	  ? en(errno)
+		  : "timeout",
 	    now_us() - t0 < 1000000 ? "" : " (late)");
 	later_join(&l);
 	ep_show("no new data", ep, 100);
@@ -1178,7 +1193,7 @@ static void case_et_out(void)
 	ep_show("send queue full", ep, 0);
 	end = now_us() + 20 * 1000000LL;
 	while (got < sent && now_us() < end) {
-		struct pollfd q = { .fd = p.s, .events = POLLIN };
+		struct pollfd q = {.fd = p.s, .events = POLLIN};
 		long n;
 
 		poll(&q, 1, 100);
@@ -1202,7 +1217,7 @@ static void case_oneshot(void)
 	enum { S };
 	struct pair p;
 	int ep = ep_new();
-	struct epoll_event e = { 0 };
+	struct epoll_event e = {0};
 
 	if (mkpair(&p))
 		return;
@@ -1213,10 +1228,12 @@ static void case_oneshot(void)
 	xsend(p.c, "b");
 	ep_show("more data while disarmed", ep, 100);
 	say("MOD EPOLLIN|EPOLLONESHOT -> %s",
-	    res(ep_ctl(ep, EPOLL_CTL_MOD, p.s, EPOLLIN | EPOLLONESHOT, S, "s")));
+	    res(ep_ctl(ep, EPOLL_CTL_MOD, p.s, EPOLLIN | EPOLLONESHOT, S,
+		       "s")));
 	ep_show("re-armed with data pending", ep, 2000);
 	ep_show("disarmed again", ep, 100);
-	say("MOD EPOLLIN -> %s", res(ep_ctl(ep, EPOLL_CTL_MOD, p.s, EPOLLIN, S, "s")));
+	say("MOD EPOLLIN -> %s",
+	    res(ep_ctl(ep, EPOLL_CTL_MOD, p.s, EPOLLIN, S, "s")));
 	ep_show("level-triggered", ep, 0);
 	ep_show("level-triggered again", ep, 0);
 	say("s read until EAGAIN -> %ld bytes", drain(p.s));
@@ -1225,7 +1242,8 @@ static void case_oneshot(void)
 	ep_show("data after DEL", ep, 200);
 	e.events = EPOLLIN;
 	say("MOD after DEL -> %s", res(epoll_ctl(ep, EPOLL_CTL_MOD, p.s, &e)));
-	say("DEL after DEL -> %s", res(epoll_ctl(ep, EPOLL_CTL_DEL, p.s, NULL)));
+	say("DEL after DEL -> %s",
+	    res(epoll_ctl(ep, EPOLL_CTL_DEL, p.s, NULL)));
 	say("ADD again -> %s", res(ep_add(ep, p.s, EPOLLIN, S, "s")));
 	ep_show("re-added with data pending", ep, 2000);
 	close(ep);
@@ -1259,8 +1277,8 @@ static void data_snapshot(int ep, int want, const char *label)
 	qsort(v, (size_t)(n > 0 ? n : 0), sizeof(v[0]), cmp_u64);
 	b[0] = 0;
 	for (int i = 0; i < n; i++)
-		o += (size_t)snprintf(b + o, sizeof(b) - o, "%s0x%016" PRIx64, i ? " " : "",
-				      v[i]);
+		o += (size_t)snprintf(b + o, sizeof(b) - o, "%s0x%016" PRIx64,
+				      i ? " " : "", v[i]);
 	say("%s: %s", label, n > 0 ? b : "none");
 }
 
@@ -1287,11 +1305,13 @@ static void case_data(void)
 	data_snapshot(ep, 3, "u64 values back");
 	e.events = EPOLLOUT;
 	e.data.u64 = 0x0123456789abcdefull;
-	say("MOD c with a new value -> %s", res(epoll_ctl(ep, EPOLL_CTL_MOD, p.c, &e)));
+	say("MOD c with a new value -> %s",
+	    res(epoll_ctl(ep, EPOLL_CTL_MOD, p.c, &e)));
 	data_snapshot(ep, 3, "after MOD");
 	e.events = EPOLLIN;
 	e.data.ptr = &anchor;
-	say("MOD s with a pointer -> %s", res(epoll_ctl(ep, EPOLL_CTL_MOD, p.s, &e)));
+	say("MOD s with a pointer -> %s",
+	    res(epoll_ctl(ep, EPOLL_CTL_MOD, p.s, &e)));
 	{
 		struct epoll_event evs[8];
 		int n = 0, found = 0;
@@ -1318,7 +1338,7 @@ static void case_data(void)
  */
 static void fair_rounds(int ep, int max, int calls)
 {
-	int seen[MAXID] = { 0 }, total = 0, er = 0;
+	int seen[MAXID] = {0}, total = 0, er = 0;
 	char b[256];
 	size_t o = 0;
 
@@ -1338,8 +1358,9 @@ static void fair_rounds(int ep, int max, int calls)
 	b[0] = 0;
 	for (int id = 0; id < MAXID; id++)
 		if (seen[id])
-			o += (size_t)snprintf(b + o, sizeof(b) - o, "%s%s x%d", o ? ", " : "",
-					      idname[id] ? idname[id] : "?", seen[id]);
+			o += (size_t)snprintf(
+			    b + o, sizeof(b) - o, "%s%s x%d", o ? ", " : "",
+			    idname[id] ? idname[id] : "?", seen[id]);
 	say("%d waits of maxevents=%d -> %d events%s%s: %s", calls, max, total,
 	    er ? ", error " : "", er ? en(er) : "", total ? b : "none");
 }
@@ -1349,7 +1370,7 @@ static void case_fair(void)
 	enum { A, B, C, EFD, L };
 	struct pair p[3];
 	int ep = ep_new(), efd = new_efd(), c, a;
-	static const char *const names[] = { "a", "b", "c" };
+	static const char *const names[] = {"a", "b", "c"};
 
 	for (int i = 0; i < 3; i++)
 		if (mkpair(&p[i]))
@@ -1390,28 +1411,38 @@ static void case_ctl(void)
 {
 	struct pair p;
 	int ep = ep_new(), efd = new_efd(), bad;
-	struct epoll_event e = { .events = EPOLLIN }, evs[4];
+	struct epoll_event e = {.events = EPOLLIN}, evs[4];
 
 	if (mkpair(&p))
 		return;
 	say("ADD c -> %s", res(epoll_ctl(ep, EPOLL_CTL_ADD, p.c, &e)));
 	say("ADD c again -> %s", res(epoll_ctl(ep, EPOLL_CTL_ADD, p.c, &e)));
-	say("MOD s (not registered) -> %s", res(epoll_ctl(ep, EPOLL_CTL_MOD, p.s, &e)));
-	say("DEL s (not registered) -> %s", res(epoll_ctl(ep, EPOLL_CTL_DEL, p.s, NULL)));
+	say("MOD s (not registered) -> %s",
+	    res(epoll_ctl(ep, EPOLL_CTL_MOD, p.s, &e)));
+	say("DEL s (not registered) -> %s",
+	    res(epoll_ctl(ep, EPOLL_CTL_DEL, p.s, NULL)));
 	bad = closed_fd();
 	say("ADD closed fd -> %s", res(epoll_ctl(ep, EPOLL_CTL_ADD, bad, &e)));
-	say("ADD epfd to itself -> %s", res(epoll_ctl(ep, EPOLL_CTL_ADD, ep, &e)));
+	say("ADD epfd to itself -> %s",
+	    res(epoll_ctl(ep, EPOLL_CTL_ADD, ep, &e)));
 	bad = closed_fd();
-	say("ADD s, epfd closed -> %s", res(epoll_ctl(bad, EPOLL_CTL_ADD, p.s, &e)));
-	say("ADD s, epfd an eventfd -> %s", res(epoll_ctl(efd, EPOLL_CTL_ADD, p.s, &e)));
-	say("ADD s, epfd a socket -> %s", res(epoll_ctl(p.c, EPOLL_CTL_ADD, p.s, &e)));
-	say("ADD s, event NULL -> %s", res(epoll_ctl(ep, EPOLL_CTL_ADD, p.s, NULL)));
+	say("ADD s, epfd closed -> %s",
+	    res(epoll_ctl(bad, EPOLL_CTL_ADD, p.s, &e)));
+	say("ADD s, epfd an eventfd -> %s",
+	    res(epoll_ctl(efd, EPOLL_CTL_ADD, p.s, &e)));
+	say("ADD s, epfd a socket -> %s",
+	    res(epoll_ctl(p.c, EPOLL_CTL_ADD, p.s, &e)));
+	say("ADD s, event NULL -> %s",
+	    res(epoll_ctl(ep, EPOLL_CTL_ADD, p.s, NULL)));
 	say("op 99 on s -> %s", res(epoll_ctl(ep, 99, p.s, &e)));
 	say("ADD eventfd -> %s", res(epoll_ctl(ep, EPOLL_CTL_ADD, efd, &e)));
-	say("ADD eventfd again -> %s", res(epoll_ctl(ep, EPOLL_CTL_ADD, efd, &e)));
+	say("ADD eventfd again -> %s",
+	    res(epoll_ctl(ep, EPOLL_CTL_ADD, efd, &e)));
 	e.events = EPOLLIN | EPOLLEXCLUSIVE;
-	say("ADD s EPOLLEXCLUSIVE -> %s", res(epoll_ctl(ep, EPOLL_CTL_ADD, p.s, &e)));
-	say("MOD s EPOLLEXCLUSIVE -> %s", res(epoll_ctl(ep, EPOLL_CTL_MOD, p.s, &e)));
+	say("ADD s EPOLLEXCLUSIVE -> %s",
+	    res(epoll_ctl(ep, EPOLL_CTL_ADD, p.s, &e)));
+	say("MOD s EPOLLEXCLUSIVE -> %s",
+	    res(epoll_ctl(ep, EPOLL_CTL_MOD, p.s, &e)));
 	say("epoll_wait maxevents 0 -> %s", res(epoll_wait(ep, evs, 0, 0)));
 	bad = closed_fd();
 	say("epoll_wait closed epfd -> %s", res(epoll_wait(bad, evs, 4, 0)));
@@ -1433,7 +1464,8 @@ static void timed_show(const char *label, int n, int er, int64_t t0, int ms)
 	else if (n > 0)
 		say("%s: %d ready", label, n);
 	else if (el < ms - 1 || el > ms + 2000)
-		say("%s: timeout after %" PRId64 " ms (asked %d)", label, el, ms);
+		say("%s: timeout after %" PRId64 " ms (asked %d)", label, el,
+		    ms);
 	else
 		say("%s: timeout", label);
 }
@@ -1457,7 +1489,7 @@ static void case_timeout(void)
 	n = epoll_wait(ep, evs, 4, 200);
 	timed_show("epoll_wait(200 ms), idle", n, errno, t0, 200);
 	{
-		struct timespec ts = { 0, 150 * 1000000L };
+		struct timespec ts = {0, 150 * 1000000L};
 
 		t0 = now_us();
 		n = epoll_pwait2(ep, evs, 4, &ts, NULL);
@@ -1496,11 +1528,11 @@ static void case_eintr(void)
 	struct pair p;
 	int ep = ep_new(), efd = new_efd(), n, er;
 	struct epoll_event evs[4];
-	struct sigaction sa = { 0 };
+	struct sigaction sa = {0};
 	struct rescue r;
 	sigset_t block;
 	char b[512];
-	const char *nm[] = { "s", "efd" };
+	const char *nm[] = {"s", "efd"};
 	struct pollfd q[2];
 	struct sfd f[2];
 
@@ -1514,10 +1546,10 @@ static void case_eintr(void)
 	sigaddset(&block, SIGALRM);
 	ep_add(ep, p.s, EPOLLIN, S, "s");
 	ep_add(ep, efd, EPOLLIN, EFD, "efd");
-	q[0] = (struct pollfd){ .fd = p.s, .events = POLLIN };
-	q[1] = (struct pollfd){ .fd = efd, .events = POLLIN };
-	f[0] = (struct sfd){ p.s, "s", true, false };
-	f[1] = (struct sfd){ efd, "efd", true, false };
+	q[0] = (struct pollfd){.fd = p.s, .events = POLLIN};
+	q[1] = (struct pollfd){.fd = efd, .events = POLLIN};
+	f[0] = (struct sfd){p.s, "s", true, false};
+	f[1] = (struct sfd){efd, "efd", true, false};
 
 #define INTERRUPTED(label, call, show)                                         \
 	do {                                                                   \
@@ -1532,27 +1564,33 @@ static void case_eintr(void)
 		say("%s: handler ran -> %s", label, alarm_seen());             \
 	} while (0)
 
-	INTERRUPTED("epoll_wait(-1)", (n = epoll_wait(ep, evs, 4, -1), er = errno),
+	INTERRUPTED("epoll_wait(-1)",
+		    (n = epoll_wait(ep, evs, 4, -1), er = errno),
 		    say("epoll_wait(-1) + SIGALRM: %s",
 			n < 0 ? en(er) : evs_str(evs, n, b, sizeof(b))));
 	INTERRUPTED("epoll_pwait(-1, NULL)",
 		    (n = epoll_pwait(ep, evs, 4, -1, NULL), er = errno),
 		    say("epoll_pwait(-1, no mask) + SIGALRM: %s",
 			n < 0 ? en(er) : evs_str(evs, n, b, sizeof(b))));
-	INTERRUPTED("epoll_wait(5000)", (n = epoll_wait(ep, evs, 4, 5000), er = errno),
+	INTERRUPTED("epoll_wait(5000)",
+		    (n = epoll_wait(ep, evs, 4, 5000), er = errno),
 		    say("epoll_wait(5000) + SIGALRM: %s",
 			n < 0 ? en(er) : evs_str(evs, n, b, sizeof(b))));
-	INTERRUPTED("poll(-1)", n = poll(q, 2, -1),
-		    show_poll_result("poll(-1) + SIGALRM", n, errno, q, nm, 2, false));
+	INTERRUPTED(
+	    "poll(-1)", n = poll(q, 2, -1),
+	    show_poll_result("poll(-1) + SIGALRM", n, errno, q, nm, 2, false));
 	INTERRUPTED("poll(5000)", n = poll(q, 2, 5000),
-		    show_poll_result("poll(5000) + SIGALRM", n, errno, q, nm, 2, false));
+		    show_poll_result("poll(5000) + SIGALRM", n, errno, q, nm, 2,
+				     false));
 	INTERRUPTED("ppoll(NULL)", n = ppoll(q, 2, NULL, NULL),
-		    show_poll_result("ppoll(NULL, no mask) + SIGALRM", n, errno, q, nm,
-				     2, false));
-	INTERRUPTED("select(NULL)", n = select_show("select(NULL) + SIGALRM", f, 2, -1),
+		    show_poll_result("ppoll(NULL, no mask) + SIGALRM", n, errno,
+				     q, nm, 2, false));
+	INTERRUPTED("select(NULL)",
+		    n = select_show("select(NULL) + SIGALRM", f, 2, -1),
 		    (void)n);
 	INTERRUPTED("pselect(NULL)",
-		    n = pselect_show("pselect(NULL, no mask) + SIGALRM", f, 2, -1, NULL),
+		    n = pselect_show("pselect(NULL, no mask) + SIGALRM", f, 2,
+				     -1, NULL),
 		    (void)n);
 
 	/* the signal blocked for the duration of the wait: no EINTR */
@@ -1561,28 +1599,32 @@ static void case_eintr(void)
 	n = epoll_pwait(ep, evs, 4, 400, &block);
 	er = errno;
 	say("epoll_pwait(400 ms, SIGALRM blocked) + SIGALRM at 100 ms: %s",
-	    n < 0 ? en(er) : n ? evs_str(evs, n, b, sizeof(b)) : "timeout");
+	    n < 0 ? en(er)
+	    : n	  ? evs_str(evs, n, b, sizeof(b))
+		  : "timeout");
 	say("epoll_pwait masked: handler ran afterwards -> %s", alarm_seen());
 	alarms = 0;
 	arm_alarm(100);
 	{
-		struct timespec ts = { 0, 400 * 1000000L };
+		struct timespec ts = {0, 400 * 1000000L};
 
 		n = epoll_pwait2(ep, evs, 4, &ts, &block);
 		er = errno;
 	}
 	say("epoll_pwait2(400 ms, SIGALRM blocked) + SIGALRM at 100 ms: %s",
-	    n < 0 ? en(er) : n ? evs_str(evs, n, b, sizeof(b)) : "timeout");
+	    n < 0 ? en(er)
+	    : n	  ? evs_str(evs, n, b, sizeof(b))
+		  : "timeout");
 	say("epoll_pwait2 masked: handler ran afterwards -> %s", alarm_seen());
 	alarms = 0;
 	arm_alarm(100);
-	ppoll_show("ppoll(400 ms, SIGALRM blocked) + SIGALRM at 100 ms", q, nm, 2, 400,
-		   &block);
+	ppoll_show("ppoll(400 ms, SIGALRM blocked) + SIGALRM at 100 ms", q, nm,
+		   2, 400, &block);
 	say("ppoll masked: handler ran afterwards -> %s", alarm_seen());
 	alarms = 0;
 	arm_alarm(100);
-	pselect_show("pselect(400 ms, SIGALRM blocked) + SIGALRM at 100 ms", f, 2, 400,
-		     &block);
+	pselect_show("pselect(400 ms, SIGALRM blocked) + SIGALRM at 100 ms", f,
+		     2, 400, &block);
 	say("pselect masked: handler ran afterwards -> %s", alarm_seen());
 #undef INTERRUPTED
 	disarm_alarm();
@@ -1611,7 +1653,8 @@ static void case_two_sets(void)
 	say("s read until EAGAIN -> %ld bytes", drain(p.s));
 	ep_show("set 1 after the read", ep1, 0);
 	ep_show("set 2 after the read", ep2, 0);
-	say("DEL from set 1 -> %s", res(epoll_ctl(ep1, EPOLL_CTL_DEL, p.s, NULL)));
+	say("DEL from set 1 -> %s",
+	    res(epoll_ctl(ep1, EPOLL_CTL_DEL, p.s, NULL)));
 	xsend(p.c, "more");
 	ep_settle(ep2, 2000, S2, EPOLLIN, -1);
 	ep_show("set 1 after DEL", ep1, 0);
@@ -1664,8 +1707,8 @@ static void case_pre_connect(void)
 	say("c recv -> %s", recv_str(c, 64, b, sizeof(b)));
 	xsend(c, "back");
 	{
-		struct pollfd q = { .fd = s, .events = POLLIN };
-		const char *nm[] = { "s" };
+		struct pollfd q = {.fd = s, .events = POLLIN};
+		const char *nm[] = {"s"};
 
 		poll_settle(&q, 1, 2000, 0, POLLIN, -1);
 		poll_show("peer", &q, nm, 1, 0);
@@ -1757,14 +1800,14 @@ static void case_epfd_poll(void)
 	enum { S, EFD, INNER };
 	struct pair p;
 	int ep = ep_new(), outer = ep_new(), efd = new_efd();
-	struct pollfd q = { .events = POLLIN };
-	const char *nm[] = { "epfd" };
+	struct pollfd q = {.events = POLLIN};
+	const char *nm[] = {"epfd"};
 	struct sfd f[1];
 
 	if (mkpair(&p))
 		return;
 	q.fd = ep;
-	f[0] = (struct sfd){ ep, "epfd", true, false };
+	f[0] = (struct sfd){ep, "epfd", true, false};
 	ep_add(ep, p.s, EPOLLIN, S, "s");
 	ep_add(ep, efd, EPOLLIN, EFD, "efd");
 	ep_add(outer, ep, EPOLLIN, INNER, "inner");
@@ -1793,9 +1836,9 @@ static void case_listen(void)
 {
 	enum { L };
 	int ep = ep_new(), c, a, k, n;
-	struct pollfd q = { .fd = lfd, .events = POLLIN };
-	const char *nm[] = { "listener" };
-	struct sfd f[1] = { { lfd, "listener", true, false } };
+	struct pollfd q = {.fd = lfd, .events = POLLIN};
+	const char *nm[] = {"listener"};
+	struct sfd f[1] = {{lfd, "listener", true, false}};
 	char b[128];
 
 	set_nb(lfd, true);
@@ -1815,8 +1858,8 @@ static void case_listen(void)
 	if (a >= 0) {
 		xsend(c, "r");
 		{
-			struct pollfd qa = { .fd = a, .events = POLLIN };
-			const char *na[] = { "accepted" };
+			struct pollfd qa = {.fd = a, .events = POLLIN};
+			const char *na[] = {"accepted"};
 
 			poll_settle(&qa, 1, 2000, 0, POLLIN, -1);
 			poll_show("accepted", &qa, na, 1, 0);
@@ -1829,7 +1872,8 @@ static void case_listen(void)
 	poll_show("poll, nothing pending", &q, nm, 1, 0);
 
 	k = raw_tcp_connect();
-	say("connect (raw system calls, kernel TCP) -> %s", k >= 0 ? "ok" : en(-k));
+	say("connect (raw system calls, kernel TCP) -> %s",
+	    k >= 0 ? "ok" : en(-k));
 	ep_settle(ep, 2000, L, EPOLLIN, -1);
 	ep_show("epoll, TCP arrival", ep, 0);
 	poll_show("poll, TCP arrival", &q, nm, 1, 0);
@@ -1837,8 +1881,8 @@ static void case_listen(void)
 	a = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
 	say("accept -> %s", res(a));
 	if (a >= 0 && k >= 0) {
-		struct pollfd qa = { .fd = a, .events = POLLIN };
-		const char *na[] = { "accepted" };
+		struct pollfd qa = {.fd = a, .events = POLLIN};
+		const char *na[] = {"accepted"};
 
 		(void)!syscall(SYS_write, k, "t", 1);
 		poll_settle(&qa, 1, 2000, 0, POLLIN, -1);
@@ -1856,7 +1900,8 @@ static void case_listen(void)
 	say("connect (this program's socket) -> %s",
 	    res(connect(c, (struct sockaddr *)&laddr, sizeof(laddr))));
 	k = raw_tcp_connect();
-	say("connect (raw system calls, kernel TCP) -> %s", k >= 0 ? "ok" : en(-k));
+	say("connect (raw system calls, kernel TCP) -> %s",
+	    k >= 0 ? "ok" : en(-k));
 	sleep_ms(200);
 	ep_settle(ep, 2000, L, EPOLLIN, -1);
 	ep_show("epoll, two arrivals", ep, 0);
@@ -1915,8 +1960,8 @@ static void case_nb_connect(void)
 	r = connect(c, (struct sockaddr *)&laddr, sizeof(laddr));
 	say("poll: connect -> %s", r < 0 ? en(errno) : "0");
 	{
-		struct pollfd q = { .fd = c, .events = POLLOUT };
-		const char *nm[] = { "c" };
+		struct pollfd q = {.fd = c, .events = POLLOUT};
+		const char *nm[] = {"c"};
 
 		poll_show("poll(POLLOUT, 3000)", &q, nm, 1, 3000);
 	}
@@ -1931,7 +1976,7 @@ static void case_nb_connect(void)
 	r = connect(c, (struct sockaddr *)&laddr, sizeof(laddr));
 	say("select: connect -> %s", r < 0 ? en(errno) : "0");
 	{
-		struct sfd f[1] = { { c, "c", true, true } };
+		struct sfd f[1] = {{c, "c", true, true}};
 
 		select_show("select(r+w, 3000)", f, 1, 3000);
 	}
@@ -1947,7 +1992,7 @@ static void case_nb_connect(void)
 static void case_refused(void)
 {
 	enum { C };
-	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_addr = bind_ip };
+	struct sockaddr_in dst = {.sin_family = AF_INET, .sin_addr = bind_ip};
 	socklen_t len = sizeof(dst);
 	int c, ep, r;
 
@@ -1962,7 +2007,8 @@ static void case_refused(void)
 	close(c);
 
 	c = socket(AF_INET, SOCK_STREAM, 0);
-	say("blocking connect -> %s", res(connect(c, (struct sockaddr *)&dst, sizeof(dst))));
+	say("blocking connect -> %s",
+	    res(connect(c, (struct sockaddr *)&dst, sizeof(dst))));
 	close(c);
 
 	ep = ep_new();
@@ -1992,8 +2038,8 @@ static void case_refused(void)
 	r = connect(c, (struct sockaddr *)&dst, sizeof(dst));
 	say("poll: connect -> %s", r < 0 ? en(errno) : "0");
 	{
-		struct pollfd q = { .fd = c, .events = POLLOUT };
-		const char *nm[] = { "c" };
+		struct pollfd q = {.fd = c, .events = POLLOUT};
+		const char *nm[] = {"c"};
 
 		poll_show("poll(POLLOUT, 3000)", &q, nm, 1, 3000);
 	}
@@ -2004,7 +2050,7 @@ static void case_refused(void)
 	r = connect(c, (struct sockaddr *)&dst, sizeof(dst));
 	say("select: connect -> %s", r < 0 ? en(errno) : "0");
 	{
-		struct sfd f[1] = { { c, "c", true, true } };
+		struct sfd f[1] = {{c, "c", true, true}};
 
 		select_show("select(r+w, 3000)", f, 1, 3000);
 	}
@@ -2018,16 +2064,16 @@ static void case_poll(void)
 	struct pair p;
 	int pp[2], bad;
 	struct pollfd q[4];
-	const char *nm[] = { "pipe", "c", "s", "neg" };
+	const char *nm[] = {"pipe", "c", "s", "neg"};
 	struct later l;
 	char b[128];
 
 	if (mkpair(&p) || pipe2(pp, O_NONBLOCK | O_CLOEXEC))
 		return;
-	q[0] = (struct pollfd){ .fd = pp[0], .events = POLLIN };
-	q[1] = (struct pollfd){ .fd = p.c, .events = POLLIN | POLLOUT };
-	q[2] = (struct pollfd){ .fd = p.s, .events = POLLIN | POLLRDHUP };
-	q[3] = (struct pollfd){ .fd = -1, .events = POLLIN };
+	q[0] = (struct pollfd){.fd = pp[0], .events = POLLIN};
+	q[1] = (struct pollfd){.fd = p.c, .events = POLLIN | POLLOUT};
+	q[2] = (struct pollfd){.fd = p.s, .events = POLLIN | POLLRDHUP};
+	q[3] = (struct pollfd){.fd = -1, .events = POLLIN};
 	poll_settle(q, 4, 2000, 1, POLLOUT, -1);
 	poll_show("poll(0), idle", q, nm, 4, 0);
 	ppoll_show("ppoll(0), idle", q, nm, 4, 0, NULL);
@@ -2050,21 +2096,22 @@ static void case_poll(void)
 	drain_pipe(pp[0]);
 	say("s recv -> %s", recv_str(p.s, 64, b, sizeof(b)));
 	{
-		struct pollfd r2[3] = { { .fd = pp[0], .events = POLLIN },
-					{ .fd = p.s, .events = POLLIN },
-					{ .fd = guard_fd, .events = POLLIN } };
-		const char *n2[] = { "pipe", "s", "guard" };
+		struct pollfd r2[3] = {{.fd = pp[0], .events = POLLIN},
+				       {.fd = p.s, .events = POLLIN},
+				       {.fd = guard_fd, .events = POLLIN}};
+		const char *n2[] = {"pipe", "s", "guard"};
 		int64_t t0 = now_us();
 		int n = poll(r2, 3, 150);
 
 		timed_show("poll(150), nothing readable", n, errno, t0, 150);
 		t0 = now_us();
 		{
-			struct timespec ts = { 0, 150 * 1000000L };
+			struct timespec ts = {0, 150 * 1000000L};
 
 			n = ppoll(r2, 3, &ts, NULL);
 		}
-		timed_show("ppoll(150 ms), nothing readable", n, errno, t0, 150);
+		timed_show("ppoll(150 ms), nothing readable", n, errno, t0,
+			   150);
 		later_start(&l, p.c, 100, "w");
 		guard_start(3000);
 		poll_show("poll(-1), peer sends after 100 ms", r2, n2, 3, -1);
@@ -2073,12 +2120,14 @@ static void case_poll(void)
 		drain(p.s);
 		later_start(&l, p.c, 100, "w");
 		guard_start(3000);
-		ppoll_show("ppoll(NULL), peer sends after 100 ms", r2, n2, 3, -1, NULL);
+		ppoll_show("ppoll(NULL), peer sends after 100 ms", r2, n2, 3,
+			   -1, NULL);
 		guard_stop("ppoll(NULL)");
 		later_join(&l);
 		drain(p.s);
 		later_start(&l, p.c, 100, "w");
-		poll_show("poll(3000), peer sends after 100 ms", r2, n2, 3, 3000);
+		poll_show("poll(3000), peer sends after 100 ms", r2, n2, 3,
+			  3000);
 		later_join(&l);
 		drain(p.s);
 		later_start(&l, pp[1], 100, "w");
@@ -2090,9 +2139,9 @@ static void case_poll(void)
 	}
 	bad = closed_fd();
 	{
-		struct pollfd r3[2] = { { .fd = bad, .events = POLLIN },
-					{ .fd = p.c, .events = POLLOUT } };
-		const char *n3[] = { "closed", "c" };
+		struct pollfd r3[2] = {{.fd = bad, .events = POLLIN},
+				       {.fd = p.c, .events = POLLOUT}};
+		const char *n3[] = {"closed", "c"};
 
 		poll_show("poll(0) with a closed fd", r3, n3, 2, 0);
 	}
@@ -2120,19 +2169,19 @@ static void case_select(void)
 	if (mkpair(&p) || pipe2(pp, O_NONBLOCK | O_CLOEXEC))
 		return;
 	{
-		struct pollfd q = { .fd = p.c, .events = POLLOUT };
+		struct pollfd q = {.fd = p.c, .events = POLLOUT};
 
 		poll_settle(&q, 1, 2000, 0, POLLOUT, -1);
 	}
-	struct sfd f[3] = { { pp[0], "pipe", true, false },
-			    { p.c, "c", true, true },
-			    { p.s, "s", true, false } };
+	struct sfd f[3] = {{pp[0], "pipe", true, false},
+			   {p.c, "c", true, true},
+			   {p.s, "s", true, false}};
 	select_show("select(0), idle", f, 3, 0);
 	pselect_show("pselect(0), idle", f, 3, 0, NULL);
 	(void)!write(pp[1], "p", 1);
 	xsend(p.c, "q");
 	{
-		struct pollfd q = { .fd = p.s, .events = POLLIN };
+		struct pollfd q = {.fd = p.s, .events = POLLIN};
 
 		poll_settle(&q, 1, 2000, 0, POLLIN, -1);
 	}
@@ -2141,40 +2190,44 @@ static void case_select(void)
 	drain_pipe(pp[0]);
 	say("s recv -> %s", recv_str(p.s, 64, b, sizeof(b)));
 
-	struct sfd g[3] = { { pp[0], "pipe", true, false },
-			    { p.s, "s", true, false },
-			    { guard_fd, "guard", true, false } };
+	struct sfd g[3] = {{pp[0], "pipe", true, false},
+			   {p.s, "s", true, false},
+			   {guard_fd, "guard", true, false}};
 	{
 		fd_set rs, ws;
 		int maxfd;
-		struct timeval tv = { 0, 150000 };
-		struct timespec ts = { 0, 150 * 1000000L };
+		struct timeval tv = {0, 150000};
+		struct timespec ts = {0, 150 * 1000000L};
 		int64_t t0 = now_us();
 
 		sel_build(g, 3, &rs, &ws, &maxfd);
 		n = select(maxfd + 1, &rs, &ws, NULL, &tv);
-		timed_show("select(150 ms), nothing readable", n, errno, t0, 150);
+		timed_show("select(150 ms), nothing readable", n, errno, t0,
+			   150);
 		say("select: timeval after the timeout -> %s",
 		    tv.tv_sec == 0 && tv.tv_usec == 0 ? "zero" : "not zero");
 		sel_build(g, 3, &rs, &ws, &maxfd);
 		t0 = now_us();
 		n = pselect(maxfd + 1, &rs, &ws, NULL, &ts, NULL);
-		timed_show("pselect(150 ms), nothing readable", n, errno, t0, 150);
+		timed_show("pselect(150 ms), nothing readable", n, errno, t0,
+			   150);
 		say("pselect: timespec after the timeout -> %s",
-		    ts.tv_sec == 0 && ts.tv_nsec == 150 * 1000000L ? "unchanged" : "changed");
+		    ts.tv_sec == 0 && ts.tv_nsec == 150 * 1000000L ? "unchanged"
+								   : "changed");
 
 		/* Linux select() writes back the time not slept */
 		sel_build(g, 3, &rs, &ws, &maxfd);
-		tv = (struct timeval){ 3, 0 };
+		tv = (struct timeval){3, 0};
 		later_start(&l, p.c, 100, "w");
 		n = select(maxfd + 1, &rs, &ws, NULL, &tv);
-		sel_print("select(3 s), peer sends after 100 ms", n, errno, g, 3, &rs, &ws,
-			  false, "");
+		sel_print("select(3 s), peer sends after 100 ms", n, errno, g,
+			  3, &rs, &ws, false, "");
 		later_join(&l);
 		say("select: timeval afterwards -> %s",
-		    tv.tv_sec < 3 && (tv.tv_sec > 0 || tv.tv_usec > 0) ? "time left" :
-		    tv.tv_sec == 3 && tv.tv_usec == 0			 ? "unchanged" :
-									   "other");
+		    tv.tv_sec < 3 && (tv.tv_sec > 0 || tv.tv_usec > 0)
+			? "time left"
+		    : tv.tv_sec == 3 && tv.tv_usec == 0 ? "unchanged"
+							: "other");
 		drain(p.s);
 	}
 	later_start(&l, p.c, 100, "w");
@@ -2197,20 +2250,21 @@ static void case_select(void)
 	drain_pipe(pp[0]);
 	bad = closed_fd();
 	{
-		struct sfd h[2] = { { bad, "closed", true, false }, { p.c, "c", false, true } };
+		struct sfd h[2] = {{bad, "closed", true, false},
+				   {p.c, "c", false, true}};
 
 		select_show("select(0) with a closed fd", h, 2, 0);
 	}
 	say("c shutdown(SHUT_WR) -> %s", res(shutdown(p.c, SHUT_WR)));
 	{
-		struct pollfd q = { .fd = p.s, .events = POLLIN };
+		struct pollfd q = {.fd = p.s, .events = POLLIN};
 
 		poll_settle(&q, 1, 2000, 0, POLLIN, -1);
 	}
 	select_show("select(0), peer shut down writing", f, 3, 0);
 	say("s shutdown(SHUT_WR) -> %s", res(shutdown(p.s, SHUT_WR)));
 	{
-		struct pollfd q = { .fd = p.c, .events = POLLIN };
+		struct pollfd q = {.fd = p.c, .events = POLLIN};
 
 		poll_settle(&q, 1, 2000, 0, POLLIN, -1);
 	}
@@ -2239,7 +2293,8 @@ static void case_threads(void)
 	xsend(pb.c, "b");
 	sleep_ms(50);
 	ep_add(ep, pb.s, EPOLLIN, B, "b");
-	waiter_finish(&w, "ADD of an fd with data pending: waiter saw", 3000, efd);
+	waiter_finish(&w, "ADD of an fd with data pending: waiter saw", 3000,
+		      efd);
 	unkick(efd);
 	drain(pb.s);
 
@@ -2247,7 +2302,8 @@ static void case_threads(void)
 	sleep_ms(100);
 	ep_add(ep, pc.s, EPOLLIN, C, "c");
 	sleep_ms(100);
-	say("waiter blocked after ADD of an idle fd -> %s", waiter_done(&w) ? "no" : "yes");
+	say("waiter blocked after ADD of an idle fd -> %s",
+	    waiter_done(&w) ? "no" : "yes");
 	xsend(pc.c, "c");
 	waiter_finish(&w, "data for the added fd: waiter saw", 3000, efd);
 	unkick(efd);
@@ -2308,7 +2364,8 @@ static void case_threads(void)
 	    waiter_done(&w) ? "no" : "yes");
 	xsend(pc.c, "c");
 	ep_add(ep, pc.s, EPOLLIN, C, "c");
-	waiter_finish(&w, "ADD of a socket with data to that set: waiter saw", 3000, efd);
+	waiter_finish(&w, "ADD of a socket with data to that set: waiter saw",
+		      3000, efd);
 	unkick(efd);
 	drain(pc.s);
 
@@ -2325,7 +2382,9 @@ static void case_threads(void)
 		    waiter_done(&w) ? "no" : "yes");
 		xsend(pd.c, "d");
 		ep_add(inner, pd.s, EPOLLIN, D, "d");
-		waiter_finish(&w, "ADD of a socket with data to the inner set: outer waiter saw",
+		waiter_finish(&w,
+			      "ADD of a socket with data to the inner set: "
+			      "outer waiter saw",
 			      3000, efd);
 		unkick(efd);
 		drain(pd.s);
@@ -2409,7 +2468,8 @@ struct sthread {
 
 static bool side_done(const struct sside *x)
 {
-	return x->tx == x->tx_total && x->poff == x->plen && x->rx == x->rx_total;
+	return x->tx == x->tx_total && x->poff == x->plen &&
+	       x->rx == x->rx_total;
 }
 
 static void s_write(struct sside *x)
@@ -2428,7 +2488,8 @@ static void s_write(struct sside *x)
 			x->poff = 0;
 			x->tx += want;
 		}
-		r = send(x->fd, x->pend + x->poff, x->plen - x->poff, MSG_NOSIGNAL);
+		r = send(x->fd, x->pend + x->poff, x->plen - x->poff,
+			 MSG_NOSIGNAL);
 		if (r > 0) {
 			x->poff += (size_t)r;
 			continue;
@@ -2478,33 +2539,40 @@ static void *stress_main(void *arg)
 			break;
 		}
 		if (now_us() - last > 10 * 1000000LL) {
-			snprintf(t->why, sizeof(t->why), "no progress for 10 s");
+			snprintf(t->why, sizeof(t->why),
+				 "no progress for 10 s");
 			break;
 		}
 		n = epoll_wait(t->ep, evs, 64, 500);
 		if (n < 0 && errno != EINTR) {
-			snprintf(t->why, sizeof(t->why), "epoll_wait: %s", en(errno));
+			snprintf(t->why, sizeof(t->why), "epoll_wait: %s",
+				 en(errno));
 			break;
 		}
 		for (int i = 0; i < n; i++) {
-			int j = (int)(evs[i].data.u64 >> 1), k = (int)(evs[i].data.u64 & 1);
+			int j = (int)(evs[i].data.u64 >> 1),
+			    k = (int)(evs[i].data.u64 & 1);
 			struct sconn *sc = t->c[j];
 			struct sside *x = &sc->side[k];
 			uint64_t before = x->tx + x->rx + x->poff;
 
-			if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))
+			if (evs[i].events &
+			    (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))
 				s_read(x, buf);
 			if (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
 				s_write(x);
 			if (x->tx + x->rx + x->poff != before)
 				last = now_us();
 			if (x->err || x->eof) {
-				snprintf(t->why, sizeof(t->why), "conn %d side %d: %s", j, k,
-					 x->err ? "I/O error" : "unexpected EOF");
+				snprintf(t->why, sizeof(t->why),
+					 "conn %d side %d: %s", j, k,
+					 x->err ? "I/O error"
+						: "unexpected EOF");
 				active = -1;
 				break;
 			}
-			if (!sc->done && side_done(&sc->side[0]) && side_done(&sc->side[1])) {
+			if (!sc->done && side_done(&sc->side[0]) &&
+			    side_done(&sc->side[1])) {
 				sc->done = true;
 				active--;
 			}
@@ -2534,7 +2602,8 @@ static void case_stress(void)
 		for (int k = 0; k < 2; k++) {
 			struct sside *x = &sconns[i].side[k];
 			uint64_t mine = 1000 + (uint64_t)i * 2 + (uint64_t)k;
-			uint64_t theirs = 1000 + (uint64_t)i * 2 + (uint64_t)(1 - k);
+			uint64_t theirs =
+			    1000 + (uint64_t)i * 2 + (uint64_t)(1 - k);
 
 			memset(x, 0, sizeof(*x));
 			x->fd = k ? p.s : p.c;
@@ -2568,11 +2637,14 @@ static void case_stress(void)
 			th[t].c[j] = &sconns[i];
 			for (int k = 0; k < 2; k++) {
 				struct epoll_event e = {
-					.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-					.data.u64 = ((uint64_t)j << 1) | (uint64_t)k,
+				    .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP |
+					      EPOLLET,
+				    .data.u64 =
+					((uint64_t)j << 1) | (uint64_t)k,
 				};
 
-				if (epoll_ctl(th[t].ep, EPOLL_CTL_ADD, sconns[i].side[k].fd, &e))
+				if (epoll_ctl(th[t].ep, EPOLL_CTL_ADD,
+					      sconns[i].side[k].fd, &e))
 					say("epoll_ctl ADD: %s", en(errno));
 			}
 		}
@@ -2598,15 +2670,20 @@ static void case_stress(void)
 				ok++;
 			else
 				fprintf(stderr,
-					"stress conn %d side %d: tx %" PRIu64 "/%" PRIu64
-					" rx %" PRIu64 "/%" PRIu64 " bad %" PRIu64 "%s%s\n",
-					i, k, x->tx, x->tx_total, x->rx, x->rx_total, x->bad,
-					x->err ? " err" : "", x->eof ? " eof" : "");
+					"stress conn %d side %d: tx %" PRIu64
+					"/%" PRIu64 " rx %" PRIu64 "/%" PRIu64
+					" bad %" PRIu64 "%s%s\n",
+					i, k, x->tx, x->tx_total, x->rx,
+					x->rx_total, x->bad,
+					x->err ? " err" : "",
+					x->eof ? " eof" : "");
 		}
-	say("%d connections, %d threads, %" PRIu64 " bytes: %d of %d streams complete and verified",
+	say("%d connections, %d threads, %" PRIu64
+	    " bytes: %d of %d streams complete and verified",
 	    SCONNS, STHREADS, total, ok, 2 * SCONNS);
-	figure("stress: %d connections x 2 directions, %" PRIu64 " bytes in %.2f s", SCONNS,
-	       total, (double)(now_us() - t0) / 1e6);
+	figure("stress: %d connections x 2 directions, %" PRIu64
+	       " bytes in %.2f s",
+	       SCONNS, total, (double)(now_us() - t0) / 1e6);
 	if (hold_file) {
 		struct stat sb;
 
@@ -2674,7 +2751,8 @@ static void case_latency(void)
 	for (int i = 0; i < LAT_N; i++) {
 		int64_t end = now_us() + 6000000;
 
-		while (__atomic_load_n(&w.done, __ATOMIC_ACQUIRE) < i && now_us() < end)
+		while (__atomic_load_n(&w.done, __ATOMIC_ACQUIRE) < i &&
+		       now_us() < end)
 			sched_yield();
 		usleep(2000); /* let the waiter block again */
 		t0[i] = now_us();
@@ -2691,10 +2769,13 @@ static void case_latency(void)
 		lat[i] = w.t1[i] - t0[i];
 	}
 	qsort(lat, LAT_N, sizeof(lat[0]), cmp_i64);
-	say("%d sends, %s", LAT_N, bad ? "some wake-ups missing" : "every one woke the waiter");
-	figure("epoll_wait wake-up latency, peer send -> return (LT, 1 fd): median %" PRId64
-	       " us, p10 %" PRId64 " us, p90 %" PRId64 " us, max %" PRId64 " us (n=%d)",
-	       lat[LAT_N / 2], lat[LAT_N / 10], lat[LAT_N * 9 / 10], lat[LAT_N - 1], LAT_N);
+	say("%d sends, %s", LAT_N,
+	    bad ? "some wake-ups missing" : "every one woke the waiter");
+	figure("epoll_wait wake-up latency, peer send -> return (LT, 1 fd): "
+	       "median %" PRId64 " us, p10 %" PRId64 " us, p90 %" PRId64
+	       " us, max %" PRId64 " us (n=%d)",
+	       lat[LAT_N / 2], lat[LAT_N / 10], lat[LAT_N * 9 / 10],
+	       lat[LAT_N - 1], LAT_N);
 	close(w.ep);
 	unpair(&p);
 }
@@ -2731,11 +2812,17 @@ static void case_idlecpu(void)
 	clock_gettime(cid, &c1);
 	getrusage(RUSAGE_SELF, &r1);
 	kick(efd);
-	waiter_finish(&w, "2 s blocked on 4 idle fds, then the kick: waiter saw", 3000, efd);
-	wms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
-	pms = tv_ms(r1.ru_utime) + tv_ms(r1.ru_stime) - tv_ms(r0.ru_utime) - tv_ms(r0.ru_stime);
-	say("waiter CPU while blocked for 2 s -> %s", wms < 40 ? "under 2%" : "2% or more");
-	figure("idle epoll_wait(-1) on 4 idle fds for 2.0 s: waiter thread %.1f ms CPU, "
+	waiter_finish(&w,
+		      "2 s blocked on 4 idle fds, then the kick: waiter saw",
+		      3000, efd);
+	wms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 +
+	      (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
+	pms = tv_ms(r1.ru_utime) + tv_ms(r1.ru_stime) - tv_ms(r0.ru_utime) -
+	      tv_ms(r0.ru_stime);
+	say("waiter CPU while blocked for 2 s -> %s",
+	    wms < 40 ? "under 2%" : "2% or more");
+	figure("idle epoll_wait(-1) on 4 idle fds for 2.0 s: waiter thread "
+	       "%.1f ms CPU, "
 	       "whole process %.1f ms CPU",
 	       wms, pms);
 	close(ep);
@@ -2751,31 +2838,19 @@ static const struct {
 	void (*fn)(void);
 	bool dflt;
 } cases[] = {
-	{ "mixed", case_mixed, true },
-	{ "hup", case_hup, true },
-	{ "err", case_err, true },
-	{ "et", case_et, true },
-	{ "et-count", case_et_count, true },
-	{ "et-out", case_et_out, true },
-	{ "oneshot", case_oneshot, true },
-	{ "data", case_data, true },
-	{ "fair", case_fair, true },
-	{ "ctl", case_ctl, true },
-	{ "timeout", case_timeout, true },
-	{ "eintr", case_eintr, true },
-	{ "two-sets", case_two_sets, true },
-	{ "pre-connect", case_pre_connect, true },
-	{ "closed", case_closed, true },
-	{ "epfd-poll", case_epfd_poll, true },
-	{ "listen", case_listen, true },
-	{ "nb-connect", case_nb_connect, true },
-	{ "refused", case_refused, false },
-	{ "poll", case_poll, true },
-	{ "select", case_select, true },
-	{ "threads", case_threads, true },
-	{ "stress", case_stress, true },
-	{ "latency", case_latency, true },
-	{ "idlecpu", case_idlecpu, true },
+    {"mixed", case_mixed, true},       {"hup", case_hup, true},
+    {"err", case_err, true},	       {"et", case_et, true},
+    {"et-count", case_et_count, true}, {"et-out", case_et_out, true},
+    {"oneshot", case_oneshot, true},   {"data", case_data, true},
+    {"fair", case_fair, true},	       {"ctl", case_ctl, true},
+    {"timeout", case_timeout, true},   {"eintr", case_eintr, true},
+    {"two-sets", case_two_sets, true}, {"pre-connect", case_pre_connect, true},
+    {"closed", case_closed, true},     {"epfd-poll", case_epfd_poll, true},
+    {"listen", case_listen, true},     {"nb-connect", case_nb_connect, true},
+    {"refused", case_refused, false},  {"poll", case_poll, true},
+    {"select", case_select, true},     {"threads", case_threads, true},
+    {"stress", case_stress, true},     {"latency", case_latency, true},
+    {"idlecpu", case_idlecpu, true},
 };
 
 static void *watchdog(void *arg)
@@ -2789,9 +2864,11 @@ static void *watchdog(void *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: readiness [--hold FILE] ADDR [CASE...]\ncases:");
+	fprintf(stderr,
+		"usage: readiness [--hold FILE] ADDR [CASE...]\ncases:");
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
-		fprintf(stderr, " %s%s", cases[i].name, cases[i].dflt ? "" : "(*)");
+		fprintf(stderr, " %s%s", cases[i].name,
+			cases[i].dflt ? "" : "(*)");
 	fprintf(stderr, "\n(*) only when named\n");
 	exit(2);
 }
@@ -2823,8 +2900,10 @@ int main(int argc, char **argv)
 	laddr.sin_family = AF_INET;
 	laddr.sin_addr = bind_ip;
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&laddr, sizeof(laddr)) < 0 ||
-	    listen(lfd, 128) < 0 || getsockname(lfd, (struct sockaddr *)&laddr, &len) < 0) {
+	if (lfd < 0 ||
+	    bind(lfd, (struct sockaddr *)&laddr, sizeof(laddr)) < 0 ||
+	    listen(lfd, 128) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&laddr, &len) < 0) {
 		printf("main: listener: %s\n", en(errno));
 		return 2;
 	}

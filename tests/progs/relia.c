@@ -73,7 +73,7 @@ static uint8_t pat(uint64_t i, unsigned int seed)
 
 static int dial(const char *addr, const char *port)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
 	int fd, r;
 
 	r = getaddrinfo(addr, port, &hints, &ai);
@@ -85,9 +85,10 @@ static int dial(const char *addr, const char *port)
 	if (fd < 0)
 		die("socket");
 	if (getenv("RELIA_BIND")) { /* source address: picks the RDMA device */
-		struct sockaddr_in src = { .sin_family = AF_INET };
+		struct sockaddr_in src = {.sin_family = AF_INET};
 
-		if (inet_pton(AF_INET, getenv("RELIA_BIND"), &src.sin_addr) != 1 ||
+		if (inet_pton(AF_INET, getenv("RELIA_BIND"), &src.sin_addr) !=
+			1 ||
 		    bind(fd, (void *)&src, sizeof(src)))
 			die("RELIA_BIND");
 	}
@@ -159,7 +160,7 @@ static int echo_check(int fd, size_t n, unsigned int seed)
  * receive timeout turns a hung round into a "stalled" line. */
 static int redial(const char *stop)
 {
-	struct timeval tv = { 5, 0 };
+	struct timeval tv = {5, 0};
 	int round = 0, bad = 0;
 	struct stat st;
 
@@ -174,8 +175,11 @@ static int redial(const char *stop)
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		r = echo_check(fd, 4096, (unsigned int)++round);
-		printf("round %d %s\n", round, !r ? "ok" : r == -2 ? "MISMATCH" :
-		       errno == EAGAIN ? "stalled" : "lost");
+		printf("round %d %s\n", round,
+		       !r		 ? "ok"
+		       : r == -2	 ? "MISMATCH"
+		       : errno == EAGAIN ? "stalled"
+					 : "lost");
 		bad += r == -2;
 		close(fd);
 		usleep(20 * 1000); /* pacing */
@@ -192,7 +196,8 @@ static void role_echo(int fd)
 	char buf[16384];
 	ssize_t r;
 
-	while ((r = recv(fd, buf, sizeof(buf), 0)) > 0 || (r < 0 && errno == EINTR))
+	while ((r = recv(fd, buf, sizeof(buf), 0)) > 0 ||
+	       (r < 0 && errno == EINTR))
 		if (r > 0 && send_all(fd, buf, (size_t)r))
 			break;
 	close(fd);
@@ -210,7 +215,8 @@ static void role_feed(int fd, uint64_t bytes)
 	uint64_t off = 0;
 
 	while (off < bytes) {
-		size_t n = bytes - off < sizeof(buf) ? bytes - off : sizeof(buf);
+		size_t n =
+		    bytes - off < sizeof(buf) ? bytes - off : sizeof(buf);
 
 		for (size_t i = 0; i < n; i++)
 			buf[i] = pat(off + i, 1);
@@ -249,7 +255,8 @@ static void role_read(int fd, uint64_t bytes)
 	ssize_t r;
 
 	while (off < bytes) {
-		size_t n = bytes - off < sizeof(buf) ? bytes - off : sizeof(buf);
+		size_t n =
+		    bytes - off < sizeof(buf) ? bytes - off : sizeof(buf);
 
 		if (recv_all(fd, buf, n)) {
 			print_end("read-short", -1, errno);
@@ -262,7 +269,8 @@ static void role_read(int fd, uint64_t bytes)
 				exit(3);
 			}
 		if ((off + n) >> 26 != off >> 26) {
-			printf("progress %llu\n", (unsigned long long)(off + n));
+			printf("progress %llu\n",
+			       (unsigned long long)(off + n));
 			fflush(stdout);
 		}
 		off += n;
@@ -354,8 +362,9 @@ static void *conn_thread(void *p)
 static int serve(const char *addr, const char *port, const char *role,
 		 uint64_t bytes)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE }, *ai;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE},
+			*ai;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	int lfd, one = 1;
@@ -383,7 +392,7 @@ static int serve(const char *addr, const char *port, const char *role,
 				continue;
 			die("accept");
 		}
-		*a = (struct conn_arg){ fd, role, bytes };
+		*a = (struct conn_arg){fd, role, bytes};
 		if (pthread_create(&t, NULL, conn_thread, a))
 			die("pthread_create");
 		pthread_detach(t);
@@ -437,8 +446,8 @@ static int child_use(int fd)
 
 static int spawn_echo1(bool use_exec)
 {
-	char *argv[] = { (char *)self, "echo1", (char *)g_addr, (char *)g_port,
-			 NULL };
+	char *argv[] = {(char *)self, "echo1", (char *)g_addr, (char *)g_port,
+			NULL};
 	pid_t pid;
 
 	if (use_exec) {
@@ -472,7 +481,8 @@ static int fork_scenarios(bool kernel)
 	if (kernel) {
 		/* a kernel TCP connection is shared with the child by design:
 		 * a child's send would go into the parent's stream */
-		printf("skip child's use of inherited connection (kernel TCP)\n");
+		printf(
+		    "skip child's use of inherited connection (kernel TCP)\n");
 	} else {
 		pid = fork();
 		if (pid == 0)
@@ -490,7 +500,8 @@ static int fork_scenarios(bool kernel)
 		_exit(c >= 0 && !echo_check(c, 65536, 5) ? 0 : 1);
 	}
 	c3 = dial(g_addr, g_port);
-	check(c3 >= 0 && !echo_check(c3, 65536, 6), "parent new connection after fork");
+	check(c3 >= 0 && !echo_check(c3, 65536, 6),
+	      "parent new connection after fork");
 	check(wait_child(pid) == 0, "child new connection after fork");
 	check(!echo_check(c1, 4096, 7) && !echo_check(c2, 4096, 8),
 	      "parent old connections still work");
@@ -553,7 +564,9 @@ static int daemon_scenario(const char *file, bool kernel)
 	if (!f)
 		_exit(2);
 	fprintf(f, "daemon pid=%d inherited=%s new=%s\n", getpid(),
-		r < 0 ? "skip" : r ? "bad" : "ok",
+		r < 0 ? "skip"
+		: r   ? "bad"
+		      : "ok",
 		c2 >= 0 && !echo_check(c2, 65536, 13) ? "ok" : "bad");
 	fclose(f);
 	rename(tmp, file);
@@ -571,16 +584,19 @@ static void wait_file(const char *f)
 
 static int memlock_scenario(const char *hold)
 {
-	struct rlimit rl = { 64 * 1024, 64 * 1024 };
+	struct rlimit rl = {64 * 1024, 64 * 1024};
 	int a = dial(g_addr, g_port), b;
 
-	check(a >= 0 && !echo_check(a, 65536, 21), "connection before the limit");
+	check(a >= 0 && !echo_check(a, 65536, 21),
+	      "connection before the limit");
 	if (setrlimit(RLIMIT_MEMLOCK, &rl))
 		die("setrlimit");
 	b = dial(g_addr, g_port);
-	check(b >= 0 && !echo_check(b, 65536, 22), "connection after the limit");
+	check(b >= 0 && !echo_check(b, 65536, 22),
+	      "connection after the limit");
 	for (int i = 0; i < 16; i++)
-		if (echo_check(a, 65536, 23 + i) || echo_check(b, 65536, 40 + i))
+		if (echo_check(a, 65536, 23 + i) ||
+		    echo_check(b, 65536, 40 + i))
 			fails++;
 	check(!fails, "both connections byte-exact, 16 more rounds");
 	printf("holding\n");
@@ -595,7 +611,8 @@ static void *volatile bad_ptr = (void *)16;
 
 static void show(const char *what, long r, int err)
 {
-	printf("%-34s rc=%ld errno=%s\n", what, r, r < 0 ? strerrorname_np(err) : "0");
+	printf("%-34s rc=%ld errno=%s\n", what, r,
+	       r < 0 ? strerrorname_np(err) : "0");
 	fflush(stdout);
 }
 
@@ -625,28 +642,30 @@ static bool skipped(const char *what)
 /* After a crash the library may hold a lock: the rest of the run would only
  * hang, so the transcript ends there (RELIA_BADPTR_SKIP names cases to step
  * over when collecting every crashing case by hand). */
-#define TRY(what, call) do { \
-	int sig_; \
-	if (skipped(what)) \
-		break; \
-	errno = 0; \
-	alarm(5); \
-	if (!(sig_ = sigsetjmp(try_jb, 1))) { \
-		long r_ = (long)(call); \
-		int e_ = errno; \
-		alarm(0); \
-		show(what, r_, e_); \
-	} else { \
-		printf("%-34s CRASH/HANG SIG%s\n", what, sigabbrev_np(sig_)); \
-		exit(4); \
-	} \
-} while (0)
+#define TRY(what, call)                                                        \
+	do {                                                                   \
+		int sig_;                                                      \
+		if (skipped(what))                                             \
+			break;                                                 \
+		errno = 0;                                                     \
+		alarm(5);                                                      \
+		if (!(sig_ = sigsetjmp(try_jb, 1))) {                          \
+			long r_ = (long)(call);                                \
+			int e_ = errno;                                        \
+			alarm(0);                                              \
+			show(what, r_, e_);                                    \
+		} else {                                                       \
+			printf("%-34s CRASH/HANG SIG%s\n", what,               \
+			       sigabbrev_np(sig_));                            \
+			exit(4);                                               \
+		}                                                              \
+	} while (0)
 
 /* accept() with bad arguments, on a loopback (kernel) listener. */
 static void badptr_accept(int lfd, void *bad)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	struct pollfd pfd = { lfd, POLLIN, 0 };
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	struct pollfd pfd = {lfd, POLLIN, 0};
 	socklen_t sl = sizeof(sin);
 	int k1, k2;
 
@@ -680,8 +699,8 @@ static int badptr(void)
 	struct sockaddr_in sin;
 	socklen_t sl;
 	char buf[64];
-	struct iovec iov = { bad, 8 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct iovec iov = {bad, 8};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	if (fd < 0)
 		die("connect");
@@ -701,8 +720,8 @@ static int badptr(void)
 	TRY("sendto bad addr len 3", sendto(fd, "x", 1, 0, (void *)&sin, 3));
 	/* the peer echoes what got through: make the next reads defined */
 	TRY("send good 4", send(fd, "abcd", 4, 0));
-	{	/* the reads below must find the echo there (bounded wait) */
-		struct pollfd pfd = { fd, POLLIN, 0 };
+	{ /* the reads below must find the echo there (bounded wait) */
+		struct pollfd pfd = {fd, POLLIN, 0};
 
 		TRY("poll for echo", poll(&pfd, 1, 5000));
 	}
@@ -713,12 +732,17 @@ static int badptr(void)
 	TRY("recv NULL,0", recv(fd, NULL, 0, 0));
 	TRY("recv good", recv(fd, buf, 5, MSG_WAITALL));
 	sl = sizeof(v);
-	TRY("getsockopt optval NULL", getsockopt(fd, SOL_SOCKET, SO_ERROR, NULL, &sl));
-	TRY("getsockopt optlen NULL", getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, NULL));
+	TRY("getsockopt optval NULL",
+	    getsockopt(fd, SOL_SOCKET, SO_ERROR, NULL, &sl));
+	TRY("getsockopt optlen NULL",
+	    getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, NULL));
 	sl = (socklen_t)-1;
-	TRY("getsockopt optlen -1", getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &sl));
-	TRY("setsockopt optlen 1", setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &v, 1));
-	TRY("setsockopt optval bad", setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, bad, 4));
+	TRY("getsockopt optlen -1",
+	    getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &sl));
+	TRY("setsockopt optlen 1",
+	    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &v, 1));
+	TRY("setsockopt optval bad",
+	    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, bad, 4));
 	sl = 3;
 	TRY("getsockname len 3", getsockname(fd, (void *)&sin, &sl));
 	printf("  len after: %u\n", sl);
@@ -747,7 +771,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	self = "/proc/self/exe";
 	if (argc < 4) {
-		fprintf(stderr, "usage: relia serve|dial|fork|daemon|echo1|memlock|badptr ADDR PORT ...\n");
+		fprintf(
+		    stderr,
+		    "usage: relia serve|dial|fork|daemon|echo1|memlock|badptr "
+		    "ADDR PORT ...\n");
 		return 2;
 	}
 	{
@@ -763,7 +790,8 @@ int main(int argc, char **argv)
 	g_port = argv[3];
 	bytes = argc > 5 ? strtoull(argv[5], NULL, 0) : 1 << 20;
 	if (!strcmp(argv[1], "serve"))
-		return serve(argv[2], argv[3], argc > 4 ? argv[4] : "echo", bytes);
+		return serve(argv[2], argv[3], argc > 4 ? argv[4] : "echo",
+			     bytes);
 	if (!strcmp(argv[1], "dial")) {
 		int fd = dial(argv[2], argv[3]);
 
@@ -777,7 +805,8 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "fork"))
 		return fork_scenarios(argc > 4 && !strcmp(argv[4], "kernel"));
 	if (!strcmp(argv[1], "daemon") && argc > 4)
-		return daemon_scenario(argv[4], argc > 5 && !strcmp(argv[5], "kernel"));
+		return daemon_scenario(argv[4],
+				       argc > 5 && !strcmp(argv[5], "kernel"));
 	if (!strcmp(argv[1], "echo1"))
 		return echo1();
 	if (!strcmp(argv[1], "memlock") && argc > 4)

@@ -40,8 +40,8 @@
 #include <rdma/rsocket.h>
 
 #define MAGIC_HELLO 0x4b425352u /* "RSBK" */
-#define MAGIC_OK 0x4b4f5352u    /* "RSOK" */
-#define MAGIC_BAD 0x474e5352u   /* "RSNG" */
+#define MAGIC_OK 0x4b4f5352u	/* "RSOK" */
+#define MAGIC_BAD 0x474e5352u	/* "RSNG" */
 #define PROTO_VERSION 1u
 #define CHUNK (256 * 1024)
 
@@ -129,7 +129,8 @@ static void send_all(int fd, const void *buf, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			die("rsend: %s", n < 0 ? strerror(errno) : "returned 0");
+			die("rsend: %s",
+			    n < 0 ? strerror(errno) : "returned 0");
 		p += n;
 		len -= (size_t)n;
 	}
@@ -163,7 +164,8 @@ static struct addrinfo *resolve(const char *host, const char *port, int passive)
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+	hints.ai_flags =
+	    AI_NUMERICHOST | AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
 	rc = getaddrinfo(host, port, &hints, &ai);
 	if (rc)
 		die("%s port %s: %s", host, port, gai_strerror(rc));
@@ -176,9 +178,21 @@ static uint64_t parse_size(const char *s)
 	unsigned long long v = strtoull(s, &end, 0);
 
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k':
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
 	}
 	if (*end || end == s)
 		die("bad size: %s", s);
@@ -237,12 +251,14 @@ static int run_server(const char *addr, const char *port, const char *hold_file,
 	state = h.seed;
 	t0 = now();
 	while (received < h.length) {
-		size_t want_n = h.length - received < CHUNK ? h.length - received : CHUNK;
+		size_t want_n =
+		    h.length - received < CHUNK ? h.length - received : CHUNK;
 		size_t n = recv_all(fd, got, want_n);
 
 		if (n == 0)
 			break;
-		/* regenerate whole words; the stream is 8-byte aligned per chunk */
+		/* regenerate whole words; the stream is 8-byte aligned per
+		 * chunk */
 		fill(&state, want, (n + 7) & ~(size_t)7);
 		if (first_bad == UINT64_MAX && memcmp(got, want, n)) {
 			for (size_t i = 0; i < n; i++)
@@ -265,13 +281,16 @@ static int run_server(const char *addr, const char *port, const char *hold_file,
 	rep.received = received;
 	rep.hash = hash;
 	if (ok)
-		printf("RESULT: server verified %" PRIu64 " bytes, fnv1a64 %016" PRIx64
-		       ", %.1f MB/s\n", received, hash, secs > 0 ? received / secs / 1e6 : 0.0);
+		printf("RESULT: server verified %" PRIu64
+		       " bytes, fnv1a64 %016" PRIx64 ", %.1f MB/s\n",
+		       received, hash, secs > 0 ? received / secs / 1e6 : 0.0);
 	else if (first_bad != UINT64_MAX)
-		printf("RESULT: server MISMATCH at byte %" PRIu64 " of %" PRIu64 "\n",
+		printf("RESULT: server MISMATCH at byte %" PRIu64 " of %" PRIu64
+		       "\n",
 		       first_bad, h.length);
 	else
-		printf("RESULT: server SHORT: %" PRIu64 " of %" PRIu64 " bytes\n",
+		printf("RESULT: server SHORT: %" PRIu64 " of %" PRIu64
+		       " bytes\n",
 		       received, h.length);
 	fflush(stdout);
 
@@ -296,7 +315,7 @@ static int run_client(const char *addr, const char *port, const char *bind_addr,
 {
 	struct addrinfo *ai = resolve(addr, port, 0);
 	unsigned char *buf = malloc(CHUNK);
-	struct hello h = { MAGIC_HELLO, PROTO_VERSION, length, seed };
+	struct hello h = {MAGIC_HELLO, PROTO_VERSION, length, seed};
 	struct report rep;
 	uint64_t state = seed, sent = 0, hash = FNV_INIT;
 	double t0, secs;
@@ -335,22 +354,28 @@ static int run_client(const char *addr, const char *port, const char *bind_addr,
 	rclose(fd);
 	free(buf);
 
-	if (rep.magic != MAGIC_OK || rep.received != length || rep.hash != hash) {
-		printf("RESULT: client FAILED: server says %s, %" PRIu64 " bytes, fnv1a64 %016"
-		       PRIx64 " (sent %" PRIu64 ", fnv1a64 %016" PRIx64 ")\n",
-		       rep.magic == MAGIC_OK ? "ok" : "bad", rep.received, rep.hash, length, hash);
+	if (rep.magic != MAGIC_OK || rep.received != length ||
+	    rep.hash != hash) {
+		printf("RESULT: client FAILED: server says %s, %" PRIu64
+		       " bytes, fnv1a64 %016" PRIx64 " (sent %" PRIu64
+		       ", fnv1a64 %016" PRIx64 ")\n",
+		       rep.magic == MAGIC_OK ? "ok" : "bad", rep.received,
+		       rep.hash, length, hash);
 		return 1;
 	}
 	printf("RESULT: client sent %" PRIu64 " bytes, fnv1a64 %016" PRIx64
-	       " confirmed, %.1f MB/s\n", length, hash, secs > 0 ? length / secs / 1e6 : 0.0);
+	       " confirmed, %.1f MB/s\n",
+	       length, hash, secs > 0 ? length / secs / 1e6 : 0.0);
 	return 0;
 }
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: rs_bulk server ADDR PORT [--hold-file F] [--timeout S]\n"
-		"       rs_bulk client ADDR PORT [--bytes N] [--seed S] [--bind ADDR] [--timeout S]\n");
+	fprintf(
+	    stderr,
+	    "usage: rs_bulk server ADDR PORT [--hold-file F] [--timeout S]\n"
+	    "       rs_bulk client ADDR PORT [--bytes N] [--seed S] [--bind "
+	    "ADDR] [--timeout S]\n");
 	exit(2);
 }
 
@@ -385,7 +410,8 @@ int main(int argc, char **argv)
 	signal(SIGALRM, on_alarm);
 	signal(SIGPIPE, SIG_IGN);
 	if (timeout_s > 0)
-		alarm((unsigned)timeout_s + (hold_file ? (unsigned)timeout_s : 0));
+		alarm((unsigned)timeout_s +
+		      (hold_file ? (unsigned)timeout_s : 0));
 	if (!strcmp(argv[1], "server"))
 		return run_server(argv[2], argv[3], hold_file, timeout_s);
 	if (!strcmp(argv[1], "client"))

@@ -128,7 +128,7 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-	struct job jobs[MAX_THREADS] = { 0 };
+	struct job jobs[MAX_THREADS] = {0};
 	pthread_t th[MAX_THREADS];
 	int nt, ok = 0, failed = 0;
 	long max_us = 0;

@@ -28,14 +28,18 @@ static void die(const char *what)
 
 int main(int argc, char **argv)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST }, *ai;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICHOST},
+			*ai;
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	struct stat sb;
 	int l, one = 1, n;
 
 	if (argc != 5)
-		return fprintf(stderr, "usage: sendfile_http ADDR PORT FILE N\n"), 2;
+		return fprintf(stderr,
+			       "usage: sendfile_http ADDR PORT FILE N\n"),
+		       2;
 	n = atoi(argv[4]);
 	if (getaddrinfo(argv[1], argv[2], &hints, &ai))
 		die("getaddrinfo");
@@ -56,7 +60,8 @@ int main(int argc, char **argv)
 			die("accept");
 		/* read the request head */
 		while (got < sizeof(req) - 1) {
-			ssize_t r = recv(c, req + got, sizeof(req) - 1 - got, 0);
+			ssize_t r =
+			    recv(c, req + got, sizeof(req) - 1 - got, 0);
 
 			if (r <= 0)
 				die("recv");
@@ -68,14 +73,16 @@ int main(int argc, char **argv)
 		f = open(argv[3], O_RDONLY);
 		if (f < 0 || fstat(f, &sb))
 			die("open");
-		len = (socklen_t)snprintf(hdr, sizeof(hdr),
-					  "HTTP/1.0 200 OK\r\nContent-Length: %lld\r\n"
-					  "Content-Type: application/octet-stream\r\n\r\n",
-					  (long long)sb.st_size);
+		len = (socklen_t)snprintf(
+		    hdr, sizeof(hdr),
+		    "HTTP/1.0 200 OK\r\nContent-Length: %lld\r\n"
+		    "Content-Type: application/octet-stream\r\n\r\n",
+		    (long long)sb.st_size);
 		if (send(c, hdr, len, MSG_NOSIGNAL) != (ssize_t)len)
 			die("send header");
 		while (off < sb.st_size) {
-			ssize_t r = sendfile(c, f, &off, (size_t)(sb.st_size - off));
+			ssize_t r =
+			    sendfile(c, f, &off, (size_t)(sb.st_size - off));
 
 			if (r < 0 && errno == EINTR)
 				continue;

@@ -96,7 +96,7 @@ int main(int argc, char **argv)
 {
 	size_t size = argc > 2 ? strtoul(argv[2], NULL, 0) : 1 << 20, sent = 0,
 	       got = 0;
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t al = sizeof(a);
 	unsigned char *out, *in;
 	struct pollfd pl;
@@ -121,7 +121,7 @@ int main(int argc, char **argv)
 		perror("uring_io: set-up");
 		return 1;
 	}
-	pl = (struct pollfd){ .fd = l, .events = POLLIN };
+	pl = (struct pollfd){.fd = l, .events = POLLIN};
 	if (poll(&pl, 1, 10000) != 1 || (s = accept(l, NULL, NULL)) < 0 ||
 	    ring_init(&r) < 0) {
 		perror("uring_io: accept/ring");
@@ -148,6 +148,6 @@ int main(int argc, char **argv)
 	else
 		printf("uring: %zu of %zu bytes, %s\n", got, size,
 		       got == size && !memcmp(in, out, size) ? "same bytes"
-							    : "DIFFERENT");
+							     : "DIFFERENT");
 	return got == size && !memcmp(in, out, size) ? 0 : 1;
 }

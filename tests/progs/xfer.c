@@ -58,7 +58,7 @@ static int conns = 1, mode_epoll, mode_poll;
 static uint64_t size = 1 << 20, seed0 = 42;
 static uint32_t dir = DIR_UP | DIR_DOWN;
 static const char *hold;
-static int timing; /* --timing: connect() durations on stderr */
+static int timing;	      /* --timing: connect() durations on stderr */
 static const char *bind_addr; /* --bind: the client's source address */
 
 static void die(const char *what)
@@ -115,10 +115,10 @@ struct conn {
 	enum phase ph;
 	struct hdr h;
 	size_t hoff;
-	uint64_t moved;	 /* bytes of the current phase */
-	uint64_t sum;	 /* FNV of what we received (or sent, for up) */
+	uint64_t moved; /* bytes of the current phase */
+	uint64_t sum;	/* FNV of what we received (or sent, for up) */
 	uint64_t peer_sum;
-	uint64_t upsum;	 /* server: FNV of the up stream it received */
+	uint64_t upsum; /* server: FNV of the up stream it received */
 	size_t soff;
 	struct gen tx;
 	uint8_t chunk[65536];
@@ -169,11 +169,14 @@ static int step(struct conn *c, short *want)
 			if (c->hoff < sizeof(c->h))
 				continue;
 			/* up stream: seed; down stream: seed ^ 0x5555 */
-			gen_init(&c->tx, (c->h.dir & DIR_UP) ? c->h.seed
-							      : c->h.seed ^ 0x5555);
+			gen_init(&c->tx, (c->h.dir & DIR_UP)
+					     ? c->h.seed
+					     : c->h.seed ^ 0x5555);
 			c->sum = FNV0;
 			c->moved = 0;
-			c->ph = (c->h.dir & DIR_UP) ? P_UP : (c->h.dir & DIR_DOWN) ? P_DOWN : P_SUM;
+			c->ph = (c->h.dir & DIR_UP)	? P_UP
+				: (c->h.dir & DIR_DOWN) ? P_DOWN
+							: P_SUM;
 			continue;
 		case P_UP:
 		case P_DOWN: {
@@ -182,10 +185,12 @@ static int step(struct conn *c, short *want)
 			if (c->moved == c->h.size) {
 				if (c->ph == P_UP && c->server) {
 					c->upsum = c->sum;
-					c->ok = c->sum == stream_sum(c->h.seed, c->h.size);
+					c->ok = c->sum == stream_sum(c->h.seed,
+								     c->h.size);
 				}
 				if (c->ph == P_DOWN && !c->server &&
-				    c->sum != stream_sum(c->h.seed ^ 0x5555, c->h.size))
+				    c->sum != stream_sum(c->h.seed ^ 0x5555,
+							 c->h.size))
 					c->ok = false;
 				c->moved = 0;
 				if (c->ph == P_UP && (c->h.dir & DIR_DOWN)) {
@@ -203,14 +208,18 @@ static int step(struct conn *c, short *want)
 				if (c->co == c->cl) {
 					uint64_t left = c->h.size - c->moved;
 
-					c->cl = left < sizeof(c->chunk) ? (size_t)left : sizeof(c->chunk);
-					/* vary the write size: partial writes matter */
+					c->cl = left < sizeof(c->chunk)
+						    ? (size_t)left
+						    : sizeof(c->chunk);
+					/* vary the write size: partial writes
+					 * matter */
 					if (c->cl > 1000)
 						c->cl -= (c->moved / 7) % 997;
 					gen_fill(&c->tx, c->chunk, c->cl);
 					c->co = 0;
 				}
-				r = send(c->fd, c->chunk + c->co, c->cl - c->co, MSG_NOSIGNAL);
+				r = send(c->fd, c->chunk + c->co, c->cl - c->co,
+					 MSG_NOSIGNAL);
 				*want = POLLOUT;
 				if (r < 0)
 					goto again;
@@ -218,7 +227,9 @@ static int step(struct conn *c, short *want)
 				c->moved += (uint64_t)r;
 			} else {
 				uint64_t left = c->h.size - c->moved;
-				size_t k = left < sizeof(c->chunk) ? (size_t)left : sizeof(c->chunk);
+				size_t k = left < sizeof(c->chunk)
+					       ? (size_t)left
+					       : sizeof(c->chunk);
 
 				r = recv(c->fd, c->chunk, k, 0);
 				*want = POLLIN;
@@ -235,7 +246,8 @@ static int step(struct conn *c, short *want)
 			/* server tells the client what it received */
 			if (c->server) {
 				r = send(c->fd, (char *)&c->upsum + c->soff,
-					 sizeof(c->upsum) - c->soff, MSG_NOSIGNAL);
+					 sizeof(c->upsum) - c->soff,
+					 MSG_NOSIGNAL);
 				*want = POLLOUT;
 			} else {
 				r = recv(c->fd, (char *)&c->peer_sum + c->soff,
@@ -312,7 +324,8 @@ static int run_events(struct conn *cs, int n, int lfd, int to_accept)
 		if (ep < 0)
 			die("epoll_create1");
 		if (lfd >= 0) {
-			struct epoll_event ev = { .events = EPOLLIN, .data.u64 = ~0ull };
+			struct epoll_event ev = {.events = EPOLLIN,
+						 .data.u64 = ~0ull};
 
 			if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) < 0)
 				die("epoll_ctl listen");
@@ -322,8 +335,9 @@ static int run_events(struct conn *cs, int n, int lfd, int to_accept)
 		if (cs[i].fd < 0)
 			continue;
 		if (mode_epoll) {
-			struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET,
-						  .data.u64 = (uint64_t)i };
+			struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT |
+							   EPOLLET,
+						 .data.u64 = (uint64_t)i};
 
 			if (epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev) < 0)
 				die("epoll_ctl");
@@ -333,7 +347,8 @@ static int run_events(struct conn *cs, int n, int lfd, int to_accept)
 		int k;
 
 		if (time(NULL) > deadline) {
-			fprintf(stderr, "xfer: timed out with %d/%d done\n", done, n);
+			fprintf(stderr, "xfer: timed out with %d/%d done\n",
+				done, n);
 			return -1;
 		}
 		/* run every connection as far as it goes (edge-triggered
@@ -347,7 +362,8 @@ static int run_events(struct conn *cs, int n, int lfd, int to_accept)
 				continue;
 			r = cs[i].ph == P_DONE ? 1 : step(&cs[i], &want);
 			if (r < 0) {
-				fprintf(stderr, "xfer: connection %d failed: %s\n", i,
+				fprintf(stderr,
+					"xfer: connection %d failed: %s\n", i,
 					strerror(errno));
 				return -1;
 			}
@@ -371,17 +387,20 @@ static int run_events(struct conn *cs, int n, int lfd, int to_accept)
 			die("wait");
 		if (lfd >= 0 && accepted < to_accept) {
 			for (;;) {
-				int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+				int fd = accept4(lfd, NULL, NULL,
+						 SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 				if (fd < 0)
 					break;
 				conn_init(&cs[accepted], fd, true, accepted);
 				if (mode_epoll) {
 					struct epoll_event ev = {
-						.events = EPOLLIN | EPOLLOUT | EPOLLET,
-						.data.u64 = (uint64_t)accepted };
+					    .events =
+						EPOLLIN | EPOLLOUT | EPOLLET,
+					    .data.u64 = (uint64_t)accepted};
 
-					if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+					if (epoll_ctl(ep, EPOLL_CTL_ADD, fd,
+						      &ev) < 0)
 						die("epoll_ctl accepted");
 				}
 				accepted++;
@@ -396,10 +415,11 @@ static int run_events(struct conn *cs, int n, int lfd, int to_accept)
 	return 0;
 }
 
-static int resolve(const char *host, const char *port, struct sockaddr_storage *ss,
-		   socklen_t *len)
+static int resolve(const char *host, const char *port,
+		   struct sockaddr_storage *ss, socklen_t *len)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST },
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICHOST},
 			*ai;
 
 	if (getaddrinfo(host, port, &hints, &ai))
@@ -428,9 +448,11 @@ static int report(struct conn *cs, int n, const char *who)
 
 	for (int i = 0; i < n; i++)
 		bad += !cs[i].ok;
-	printf("%s: %d connections, %llu bytes each way%s, %d mismatched\n", who,
-	       n, (unsigned long long)(cs[0].server ? cs[0].h.size : size),
-	       dir == (DIR_UP | DIR_DOWN) ? " (both)" : dir == DIR_UP ? " (up)" : " (down)",
+	printf("%s: %d connections, %llu bytes each way%s, %d mismatched\n",
+	       who, n, (unsigned long long)(cs[0].server ? cs[0].h.size : size),
+	       dir == (DIR_UP | DIR_DOWN) ? " (both)"
+	       : dir == DIR_UP		  ? " (up)"
+					  : " (down)",
 	       bad);
 	return bad ? 1 : 0;
 }
@@ -454,9 +476,10 @@ static int server(const char *addr, const char *port)
 		die("listen");
 	len = sizeof(ss);
 	getsockname(lfd, (struct sockaddr *)&ss, &len);
-	printf("ready %u\n", ntohs(ss.ss_family == AF_INET ?
-				   ((struct sockaddr_in *)&ss)->sin_port :
-				   ((struct sockaddr_in6 *)&ss)->sin6_port));
+	printf("ready %u\n",
+	       ntohs(ss.ss_family == AF_INET
+			 ? ((struct sockaddr_in *)&ss)->sin_port
+			 : ((struct sockaddr_in6 *)&ss)->sin6_port));
 	fflush(stdout);
 	if (mode_epoll || mode_poll) {
 		set_nonblock(lfd);
@@ -497,8 +520,11 @@ static int client(const char *addr, const char *port)
 	if (resolve(addr, port, &ss, &len))
 		die("resolve");
 	for (int i = 0; i < conns; i++) {
-		int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC |
-				(mode_epoll || mode_poll ? SOCK_NONBLOCK : 0), 0);
+		int fd =
+		    socket(ss.ss_family,
+			   SOCK_STREAM | SOCK_CLOEXEC |
+			       (mode_epoll || mode_poll ? SOCK_NONBLOCK : 0),
+			   0);
 
 		struct timespec t0, t1;
 
@@ -515,7 +541,7 @@ static int client(const char *addr, const char *port)
 		}
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
-			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
 			int err = 0;
 			socklen_t el = sizeof(err);
 
@@ -533,7 +559,7 @@ static int client(const char *addr, const char *port)
 		if (timing)
 			fprintf(stderr, "connect %d: %ld us\n", i,
 				(t1.tv_sec - t0.tv_sec) * 1000000L +
-					(t1.tv_nsec - t0.tv_nsec) / 1000);
+				    (t1.tv_nsec - t0.tv_nsec) / 1000);
 		conn_init(&cs[i], fd, false, i);
 	}
 	if (mode_epoll || mode_poll) {
@@ -589,8 +615,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(o, "--hold"))
 			hold = v, i++;
 		else if (!strcmp(o, "--dir")) {
-			dir = !strcmp(v, "up") ? DIR_UP : !strcmp(v, "down") ? DIR_DOWN :
-									  DIR_UP | DIR_DOWN;
+			dir = !strcmp(v, "up")	   ? DIR_UP
+			      : !strcmp(v, "down") ? DIR_DOWN
+						   : DIR_UP | DIR_DOWN;
 			i++;
 		} else if (!strcmp(o, "--mode")) {
 			mode_epoll = !strcmp(v, "epoll");

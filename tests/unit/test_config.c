@@ -28,7 +28,7 @@ static void report(const char *msg, bool invalid, void *arg)
 
 static int parse1(struct shim_config *c, const char *entry)
 {
-	char *env[] = { (char *)entry, NULL };
+	char *env[] = {(char *)entry, NULL};
 
 	shim_config_defaults(c);
 	n_msgs = n_invalid = 0;
@@ -92,11 +92,13 @@ static void test_value_escaped(void **st)
 	struct shim_config c;
 
 	(void)st;
-	assert_int_equal(parse1(&c, "ERDMA_SHIM=a\nliberdma_shim[1] info: x\r\x1b"), 1);
+	assert_int_equal(
+	    parse1(&c, "ERDMA_SHIM=a\nliberdma_shim[1] info: x\r\x1b"), 1);
 	assert_null(strchr(last_msg, '\n'));
 	assert_null(strchr(last_msg, '\r'));
 	assert_null(strchr(last_msg, '\x1b'));
-	assert_non_null(strstr(last_msg, "ERDMA_SHIM='a\\x0aliberdma_shim[1] info: x\\x0d\\x1b'"));
+	assert_non_null(strstr(
+	    last_msg, "ERDMA_SHIM='a\\x0aliberdma_shim[1] info: x\\x0d\\x1b'"));
 	assert_int_equal(parse1(&c, "ERDMA_SHIM_\x01X=1"), 1);
 	assert_null(strchr(last_msg, '\x01'));
 }
@@ -117,7 +119,7 @@ static void test_unknown_name_warns_only(void **st)
 static void test_port_map(void **st)
 {
 	static unsigned char seen[65536];
-	static const unsigned int offs[] = { 0, 1, 20000, 65534, 65535 };
+	static const unsigned int offs[] = {0, 1, 20000, 65534, 65535};
 
 	(void)st;
 	assert_int_equal(shim_port_map(7600, 0), 7600);
@@ -148,16 +150,22 @@ static void test_numbers(void **st)
 	assert_int_equal(parse1(&c, "ERDMA_SHIM_PORT_OFFSET=0"), 0);
 	assert_int_equal(c.port_offset, 0); /* set to 0: not by transport */
 	static const char *bad[] = {
-		"ERDMA_SHIM_PORT_OFFSET=65536", "ERDMA_SHIM_PORT_OFFSET=-1",
-		"ERDMA_SHIM_PORT_OFFSET=+1", "ERDMA_SHIM_PORT_OFFSET= 1",
-		"ERDMA_SHIM_PORT_OFFSET=1 ", "ERDMA_SHIM_PORT_OFFSET=",
-		"ERDMA_SHIM_PORT_OFFSET=0x10",
-		"ERDMA_SHIM_PORT_OFFSET=99999999999999999999999",
-		"ERDMA_SHIM_CONNECT_TIMEOUT_MS=0",
-		"ERDMA_SHIM_CONNECT_TIMEOUT_MS=600001",
-		"ERDMA_SHIM_SNDBUF=12Q", "ERDMA_SHIM_SNDBUF=100",
-		"ERDMA_SHIM_SNDBUF=2G", "ERDMA_SHIM_SNDBUF=17179869184K",
-		"ERDMA_SHIM_STATS=yes", "ERDMA_SHIM_INLINE=4097",
+	    "ERDMA_SHIM_PORT_OFFSET=65536",
+	    "ERDMA_SHIM_PORT_OFFSET=-1",
+	    "ERDMA_SHIM_PORT_OFFSET=+1",
+	    "ERDMA_SHIM_PORT_OFFSET= 1",
+	    "ERDMA_SHIM_PORT_OFFSET=1 ",
+	    "ERDMA_SHIM_PORT_OFFSET=",
+	    "ERDMA_SHIM_PORT_OFFSET=0x10",
+	    "ERDMA_SHIM_PORT_OFFSET=99999999999999999999999",
+	    "ERDMA_SHIM_CONNECT_TIMEOUT_MS=0",
+	    "ERDMA_SHIM_CONNECT_TIMEOUT_MS=600001",
+	    "ERDMA_SHIM_SNDBUF=12Q",
+	    "ERDMA_SHIM_SNDBUF=100",
+	    "ERDMA_SHIM_SNDBUF=2G",
+	    "ERDMA_SHIM_SNDBUF=17179869184K",
+	    "ERDMA_SHIM_STATS=yes",
+	    "ERDMA_SHIM_INLINE=4097",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(parse1(&c, bad[i]), 1);
@@ -221,8 +229,9 @@ static void test_default_rules(void **st)
 static void test_allow_deny(void **st)
 {
 	struct shim_config c;
-	char *env[] = { "ERDMA_SHIM_ALLOW=10.0.0.0/8:5000-6000,[fd00::]/16,*:7000",
-			"ERDMA_SHIM_DENY=10.9.0.0/16,10.1.1.1:5500", NULL };
+	char *env[] = {
+	    "ERDMA_SHIM_ALLOW=10.0.0.0/8:5000-6000,[fd00::]/16,*:7000",
+	    "ERDMA_SHIM_DENY=10.9.0.0/16,10.1.1.1:5500", NULL};
 
 	(void)st;
 	shim_config_defaults(&c);
@@ -234,12 +243,12 @@ static void test_allow_deny(void **st)
 	assert_false(allows(&c, "10.2.3.4", 6001));
 	assert_false(allows(&c, "11.2.3.4", 5000));
 	assert_true(allows(&c, "::ffff:10.2.3.4", 5001)); /* v4-mapped */
-	assert_false(allows(&c, "10.9.3.4", 5001));	    /* deny wins */
+	assert_false(allows(&c, "10.9.3.4", 5001));	  /* deny wins */
 	assert_false(allows(&c, "10.1.1.1", 5500));
 	assert_true(allows(&c, "10.1.1.1", 5501));
 	assert_true(allows(&c, "fd00:1::5", 1));
 	assert_false(allows(&c, "fd01::5", 1));
-	assert_true(allows(&c, "8.8.8.8", 7000));  /* '*' with a port */
+	assert_true(allows(&c, "8.8.8.8", 7000));   /* '*' with a port */
 	assert_true(allows(&c, "127.0.0.1", 7000)); /* explicit allow */
 
 	assert_int_equal(parse1(&c, "ERDMA_SHIM_ALLOW=[::1]:443"), 0);
@@ -256,12 +265,19 @@ static void test_bad_rules(void **st)
 {
 	struct shim_config c;
 	static const char *bad[] = {
-		"ERDMA_SHIM_ALLOW=10.0.0.0/33", "ERDMA_SHIM_ALLOW=10.0.0.0/",
-		"ERDMA_SHIM_ALLOW=300.1.1.1", "ERDMA_SHIM_ALLOW=10.0.0.1:70000",
-		"ERDMA_SHIM_ALLOW=10.0.0.1:90-80", "ERDMA_SHIM_ALLOW=",
-		"ERDMA_SHIM_ALLOW=,", "ERDMA_SHIM_DENY=[::1", "ERDMA_SHIM_DENY=[::1]x",
-		"ERDMA_SHIM_DENY=*/8", "ERDMA_SHIM_DENY=::/129",
-		"ERDMA_SHIM_DENY=host.example:80", "ERDMA_SHIM_DENY=1.2.3.4:",
+	    "ERDMA_SHIM_ALLOW=10.0.0.0/33",
+	    "ERDMA_SHIM_ALLOW=10.0.0.0/",
+	    "ERDMA_SHIM_ALLOW=300.1.1.1",
+	    "ERDMA_SHIM_ALLOW=10.0.0.1:70000",
+	    "ERDMA_SHIM_ALLOW=10.0.0.1:90-80",
+	    "ERDMA_SHIM_ALLOW=",
+	    "ERDMA_SHIM_ALLOW=,",
+	    "ERDMA_SHIM_DENY=[::1",
+	    "ERDMA_SHIM_DENY=[::1]x",
+	    "ERDMA_SHIM_DENY=*/8",
+	    "ERDMA_SHIM_DENY=::/129",
+	    "ERDMA_SHIM_DENY=host.example:80",
+	    "ERDMA_SHIM_DENY=1.2.3.4:",
 	};
 
 	(void)st;
@@ -280,8 +296,8 @@ static void test_bad_rules(void **st)
 static void test_describe(void **st)
 {
 	struct shim_config c;
-	char *env[] = { "ERDMA_SHIM=require", "ERDMA_SHIM_PORT_OFFSET=7",
-			"ERDMA_SHIM_DENY=1.1.1.1", NULL };
+	char *env[] = {"ERDMA_SHIM=require", "ERDMA_SHIM_PORT_OFFSET=7",
+		       "ERDMA_SHIM_DENY=1.1.1.1", NULL};
 	char buf[256];
 
 	(void)st;
@@ -297,18 +313,18 @@ static void test_describe(void **st)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_modes_and_levels),
-		cmocka_unit_test(test_invalid_is_one_clear_line),
-		cmocka_unit_test(test_value_escaped),
-		cmocka_unit_test(test_unknown_name_warns_only),
-		cmocka_unit_test(test_numbers),
-		cmocka_unit_test(test_port_map),
-		cmocka_unit_test(test_log_file),
-		cmocka_unit_test(test_default_rules),
-		cmocka_unit_test(test_allow_deny),
-		cmocka_unit_test(test_bad_rules),
-		cmocka_unit_test(test_describe),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_modes_and_levels),
+	    cmocka_unit_test(test_invalid_is_one_clear_line),
+	    cmocka_unit_test(test_value_escaped),
+	    cmocka_unit_test(test_unknown_name_warns_only),
+	    cmocka_unit_test(test_numbers),
+	    cmocka_unit_test(test_port_map),
+	    cmocka_unit_test(test_log_file),
+	    cmocka_unit_test(test_default_rules),
+	    cmocka_unit_test(test_allow_deny),
+	    cmocka_unit_test(test_bad_rules),
+	    cmocka_unit_test(test_describe),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

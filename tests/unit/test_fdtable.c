@@ -16,7 +16,10 @@
 int shim_init_state = 2;
 void shim_init_slow(void) {}
 
-static struct shim_sock *S(uintptr_t n) { return (struct shim_sock *)(n * 8); }
+static struct shim_sock *S(uintptr_t n)
+{
+	return (struct shim_sock *)(n * 8);
+}
 
 static int setup(void **st)
 {
@@ -56,8 +59,8 @@ static void test_set_get_clear(void **st)
 /* fds past the flat table must still be found (locked overflow hash). */
 static void test_beyond_cap(void **st)
 {
-	int big[] = { (int)shim_fdtab_cap, (int)shim_fdtab_cap + 1, 1 << 20,
-		      (1 << 30) + 7, 0x7fffffff };
+	int big[] = {(int)shim_fdtab_cap, (int)shim_fdtab_cap + 1, 1 << 20,
+		     (1 << 30) + 7, 0x7fffffff};
 
 	(void)st;
 	for (size_t i = 0; i < 5; i++)
@@ -126,7 +129,8 @@ static void test_threads(void **st)
 
 	(void)st;
 	for (intptr_t i = 0; i < THREADS; i++)
-		assert_int_equal(pthread_create(&t[i], NULL, hammer, (void *)(i + 1)), 0);
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, hammer, (void *)(i + 1)), 0);
 	for (int i = 0; i < THREADS; i++) {
 		assert_int_equal(pthread_join(t[i], &rv), 0);
 		assert_null(rv);
@@ -136,11 +140,12 @@ static void test_threads(void **st)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_empty, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_set_get_clear, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_beyond_cap, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sizing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_empty, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_set_get_clear, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_beyond_cap, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sizing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
