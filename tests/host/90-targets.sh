@@ -9,7 +9,10 @@
 # exit 0 with its artefact or line:
 #   make                       library, CLI, benches, test programs (and no
 #                              tsan/asan copy: plain make stays lean);
-#                              every file bench/demo uses
+#                              every file bench/demo uses; without gRPC
+#                              and cmocka (make -n PKG_CONFIG=false) all
+#                              but grpc_raw and the unit tests, and a line
+#                              naming each left out
 #   make tsan / make asan      build/{tsan,asan}/liberdma_shim.so, linked
 #                              with libtsan / libasan
 #   make check-unit            "unit: N passed, 0 failed" (fuzz run cut to 2 s)
@@ -231,6 +234,17 @@ grep -qx 'bench/demo --quick' <<<"$out" || fail "make -n demo DEMO_FLAGS=--quick
 grep -q 'bench/demo --no-build --link siw .* --quick;' <<<"$out" || fail "make -n demo: no siw run, or DEMO_FLAGS not passed on to it"
 out=$(dry test)
 grep -q -- '-o liberdma_shim.so' <<<"$out" && grep -q 'tests/run-all' <<<"$out" || fail "make -n test: no build, or no tests/run-all"
+# A plain make without gRPC or cmocka (PKG_CONFIG=false: neither is found)
+# builds the library, the CLI, the test programs and the other benches,
+# and says in one line each what it left out.
+out=$(dry PKG_CONFIG=false)
+for t in liberdma_shim.so erdma-shim build/tests/progs/xfer build/bench/stream; do
+	grep -q -- "-o $t\b" <<<"$out" || fail "make -n without gRPC/cmocka: does not build $t"
+done
+! grep -qE -- '-lcmocka|-lgrpc|-o build/bench/grpc_raw' <<<"$out" ||
+	fail "make -n without gRPC/cmocka: still builds what needs them"
+grep -q 'unit tests not built: no cmocka' <<<"$out" && grep -q 'bench/grpc_raw not built: no gRPC' <<<"$out" ||
+	fail "make -n without gRPC/cmocka: no line saying what it left out"
 [ ! -e "$D/build" ] || fail "make -n built something"
 
 # ---- erdma-shim and the two-host commands, in the copy make built -------------
@@ -291,5 +305,5 @@ twohost grpc "$A/build/bench/grpc_raw" --job_type server --target_ip 127.0.0.1 -
 
 secs() { cat "$TMP/$1.secs"; }
 result "from clean copies: make $(secs all)s, tsan $(secs tsan)s, asan $(secs asan)s, check-unit $(secs unit)s, fuzz $(secs fuzz)s, install $(secs install)s, check-rdma-prereqs $(secs prereqs)s (builds ${T_BUILDS}s, 2 at a time); check-host ${T_HOST}s"
-result "check-rdma/soak/demo/test: make -n builds first (check-rdma and soak: the tsan copy too); $n_files files tests/rdma/ names all built by check-rdma-prereqs"
+result "check-rdma/soak/demo/test: make -n builds first; make without gRPC/cmocka builds the rest and names what it left out (check-rdma and soak: the tsan copy too); $n_files files tests/rdma/ names all built by check-rdma-prereqs"
 result "erdma-shim --help/--version, doctor 1, probe 2, stat 0, stat PID 1, run; installed CLI preloads the installed library; two-host stream/pingpong/grpc_raw commands over loopback"
