@@ -27,14 +27,14 @@ ifeq ($(SANITIZE),1)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 CFLAGS ?=
-LIB_CFLAGS := $(BASE_CFLAGS) -D_GNU_SOURCE $(SAN_FLAGS) -fPIC -fvisibility=hidden -Ipreload -Irsocket_glue $(CFLAGS)
+LIB_CFLAGS := $(BASE_CFLAGS) -D_GNU_SOURCE $(SAN_FLAGS) -fPIC -fvisibility=hidden -Ipreload -Ipreload/base -Irsocket_glue $(CFLAGS)
 LIB_LDFLAGS := -shared -Wl,--version-script=preload/liberdma_shim.map -Wl,-z,defs \
 	-Wl,-z,now -Wl,-soname,liberdma_shim.so $(SAN_FLAGS)
 LIB_LIBS := -lrdmacm -libverbs -ldl -lpthread
 
 B := build
 LIB := liberdma_shim.so
-PRELOAD_SRC := $(wildcard preload/*.c)
+PRELOAD_SRC := $(wildcard preload/*.c preload/base/*.c)
 GLUE_SRC := $(wildcard rsocket_glue/*.c)
 LIB_OBJ := $(patsubst %.c,$(B)/%.o,$(PRELOAD_SRC) $(GLUE_SRC))
 
@@ -100,7 +100,7 @@ unit_obj = $(filter %/$(1).o,$(LIB_OBJ))
 .SECONDEXPANSION:
 $(B)/tests/unit/test_%: tests/unit/test_%.c $$(call unit_obj,$$*) Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -Ipreload -Irsocket_glue -o $@ $< $(filter %.o,$^) -lcmocka -lpthread
+	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -Ipreload -Ipreload/base -Irsocket_glue -o $@ $< $(filter %.o,$^) -lcmocka -lpthread
 
 $(B)/bench/%: bench/%.c Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -129,10 +129,10 @@ MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null)
 all: $(CLI)
 CLI_OBJ := $(B)/cli/erdma-shim.o $(B)/cli/config.o
 $(B)/cli/erdma-shim.o: preload/cli/erdma-shim.c Makefile $(FLAGS_STAMP)
-$(B)/cli/config.o: preload/config.c Makefile $(FLAGS_STAMP)
+$(B)/cli/config.o: preload/base/config.c Makefile $(FLAGS_STAMP)
 $(CLI_OBJ):
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -DSHIM_MULTIARCH=\"$(MULTIARCH)\" -Ipreload $(DEPFLAGS) -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -DSHIM_MULTIARCH=\"$(MULTIARCH)\" -Ipreload -Ipreload/base $(DEPFLAGS) -c -o $@ $<
 $(CLI): $(CLI_OBJ)
 	$(CC) -o $@ $(CLI_OBJ) -lrdmacm -libverbs $(LDFLAGS)
 .PHONY: install-cli clean-cli
@@ -263,7 +263,7 @@ clean:
 	rm -rf $(B) $(LIB)
 
 # Every C file of ours; format-check runs in make test (tests/unit/format.sh).
-FORMAT_SRC = $(wildcard preload/*.[ch] preload/cli/*.c rsocket_glue/*.[ch] \
+FORMAT_SRC = $(wildcard preload/*.[ch] preload/base/*.[ch] preload/cli/*.c rsocket_glue/*.[ch] \
 	tests/progs/*.[ch] tests/unit/*.c bench/*.[ch] bench/grpc_raw/*.c)
 format:
 	clang-format -i $(FORMAT_SRC)

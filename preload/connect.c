@@ -952,17 +952,17 @@ static void close_dups(struct nb_conn *c)
 			REAL(close)(c->kfd);
 }
 
-void shim_connect_fork_prepare(void)
+static void shim_connect_fork_prepare(void)
 {
 	pthread_mutex_lock(&inbox_mu);
 }
 
-void shim_connect_fork_parent(void)
+static void shim_connect_fork_parent(void)
 {
 	pthread_mutex_unlock(&inbox_mu);
 }
 
-void shim_connect_fork_reset(void)
+static void shim_connect_fork_reset(void)
 {
 	pthread_mutex_init(&settle_mu, NULL);
 	/* the parent's connects and thread are not here: nor are their
@@ -976,6 +976,9 @@ void shim_connect_fork_reset(void)
 		REAL(close)(inbox_efd);
 	inbox_efd = -1;
 }
+SHIM_STARTUP(CONNECT, .prepare = shim_connect_fork_prepare,
+	     .parent = shim_connect_fork_parent,
+	     .child = shim_connect_fork_reset);
 
 /* connect with a reference to s held; 0, -errno, or 1: make the call
  * again (the connect under way ended). */

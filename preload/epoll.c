@@ -151,12 +151,12 @@ static struct ep_set *all_sets;
  */
 static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void shim_epoll_fork_prepare(void)
+static void shim_epoll_fork_prepare(void)
 {
 	pthread_mutex_lock(&fork_mu);
 }
 
-void shim_epoll_fork_parent(void)
+static void shim_epoll_fork_parent(void)
 {
 	pthread_mutex_unlock(&fork_mu);
 }
@@ -397,7 +397,7 @@ void shim_epoll_fd_closing(struct shim_sock *s, int fd)
  * the parent held is held for good here unless made anew, and no thread
  * waits in any set.
  */
-void shim_epoll_fork_child(void)
+static void shim_epoll_fork_child(void)
 {
 	pthread_mutex_init(&fork_mu, NULL);
 	pthread_mutex_init(&sets_lock, NULL);
@@ -406,6 +406,8 @@ void shim_epoll_fork_child(void)
 		set->direct_waiters = 0;
 	}
 }
+SHIM_STARTUP(EPOLL, .prepare = shim_epoll_fork_prepare,
+	     .parent = shim_epoll_fork_parent, .child = shim_epoll_fork_child);
 
 /*
  * The registrations go while the set is still found by for_each_reg_of
@@ -1440,14 +1442,6 @@ static int sleep_on(struct shim_sock *es, int timeout_ms, const sigset_t *mask)
 	return ret;
 }
 
-static long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 /*
  * Nothing to emulate: the kernel waits, with the caller's timeout and
  * sigmask (atomically), counted as a direct waiter (by the caller) so
@@ -1533,7 +1527,7 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		     int timeout, const sigset_t *mask)
 {
 	struct ep_set *set = es->epset;
-	long deadline = timeout > 0 ? mono_ms() + timeout : 0;
+	int64_t deadline = timeout > 0 ? shim_now_ms() + timeout : 0;
 
 	if (max <= 0 || max > (int)(INT_MAX / sizeof(*evs)))
 		return -EINVAL;
@@ -1541,7 +1535,7 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		int n, left = timeout, r;
 
 		if (timeout > 0) {
-			left = (int)(deadline - mono_ms());
+			left = (int)(deadline - shim_now_ms());
 			if (left < 0)
 				left = 0;
 		}

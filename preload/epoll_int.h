@@ -38,11 +38,6 @@ int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out);
 
 /* fd of epoll sock s is being closed, and s lives on in another fd. */
 void shim_epoll_fd_closing(struct shim_sock *s, int fd);
-/* In a fork child: the registries' locks made anew (fork.c). */
-void shim_epoll_fork_child(void);
-/* Around fork, in the forking thread: fds made and recorded (fork_mu). */
-void shim_epoll_fork_prepare(void);
-void shim_epoll_fork_parent(void);
 /* An epoll fd's sock is being freed. */
 void shim_epoll_free(struct ep_set *set);
 

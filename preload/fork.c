@@ -57,48 +57,13 @@ static void disown_inherited(void)
 	}
 }
 
-/*
- * Run in every fork child, also those of forks inside libc that no wrapper
- * sees (daemon(), and fork() called by other libraries' internal paths).
- */
-static void child_after_fork(void)
+/* In every fork child, after every other room's reset (startup.h). */
+static void fork_child(void)
 {
-	/* Locks first: another thread of the parent may have held one at the
-	 * fork, and it never lets go here (tests/rdma/46-forkstorm.sh). */
-	shim_handover_fork_child();
-	shim_sock_fork_child();
-	shim_fdtable_fork_child();
-	shim_epoll_fork_child();
-	shim_sleep_fork_child();
-	shim_connect_fork_reset();
-	sg_fork_child();
 	if (__atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED))
 		disown_inherited();
 }
-
-/* Before every fork, in the forking thread: fresh connections are handed
- * over, then the locks that keep fds and their records in step are taken
- * (released by the handlers below, in parent and child). */
-static void before_fork(void)
-{
-	shim_handover_prepare();
-	shim_epoll_fork_prepare();
-	shim_connect_fork_prepare();
-	shim_sock_fork_prepare(); /* after the others: they may make socks */
-}
-
-static void parent_after_fork(void)
-{
-	shim_sock_fork_parent();
-	shim_connect_fork_parent();
-	shim_epoll_fork_parent();
-	shim_handover_parent();
-}
-
-void shim_fork_init(void)
-{
-	pthread_atfork(before_fork, parent_after_fork, child_after_fork);
-}
+SHIM_STARTUP(FORK, .child = fork_child);
 
 SHIM_EXPORT pid_t fork(void)
 {

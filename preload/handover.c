@@ -240,7 +240,7 @@ static bool claim(struct shim_sock *s)
 }
 
 /* Before every fork: a lock and one load when no connection is fresh. */
-void shim_handover_prepare(void)
+static void shim_handover_prepare(void)
 {
 	unsigned int span;
 
@@ -471,7 +471,7 @@ int shim_handover_now(int fd, struct shim_sock *s)
 
 /* After the fork, in the forking process (also when fork failed): the
  * relays start. */
-void shim_handover_parent(void)
+static void shim_handover_parent(void)
 {
 	struct relay *go = pending;
 
@@ -489,7 +489,7 @@ void shim_handover_parent(void)
 
 /* In the child: the relays are the parent's (their connections' socks are
  * left unreferenced from here: never freed, their rsockets never closed). */
-void shim_handover_fork_child(void)
+static void shim_handover_fork_child(void)
 {
 	pthread_mutex_init(&handover_mu, NULL);
 	for (struct relay *r = live; r; r = r->next_live) {
@@ -506,3 +506,5 @@ void shim_handover_fork_child(void)
 		free(r);
 	}
 }
+SHIM_STARTUP(HANDOVER, .prepare = shim_handover_prepare,
+	     .parent = shim_handover_parent, .child = shim_handover_fork_child);

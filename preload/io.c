@@ -661,7 +661,7 @@ SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 
 	if (likely(!IS_RDMA(s))) {
 		if (unlikely(s == &shim_svc_sock))
-			return shim_svc_write(fd, buf, n);
+			return sg_svc_write(fd, buf, n);
 		return REAL(write)(fd, buf, n);
 	}
 	return write_slow(s, fd, buf, n);

@@ -23,7 +23,4 @@ bool shim_rdma_timed_out(struct shim_sock *s);
  * shows a peer's SHUT_WR as plain readability. */
 bool shim_rdma_peer_eof(struct shim_sock *s, short rev);
 
-/* svc.c */
-ssize_t shim_svc_write(int fd, const void *buf, size_t n);
-
 #endif

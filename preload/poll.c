@@ -230,14 +230,6 @@ static int watch_fds(const struct pollfd *fds, nfds_t nfds, struct watch *w)
 	return err;
 }
 
-static long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 /* One non-blocking look at fds, the epoll fds' emulated sides included. */
 static int poll_now(struct pollfd *fds, nfds_t nfds)
 {
@@ -295,7 +287,7 @@ static int watch_wait(struct watch *w, int timeout_ms, const sigset_t *mask)
 static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		       const sigset_t *mask)
 {
-	long deadline = timeout_ms > 0 ? mono_ms() + timeout_ms : 0;
+	int64_t deadline = timeout_ms > 0 ? shim_now_ms() + timeout_ms : 0;
 
 	for (;;) {
 		struct watch w = {0};
@@ -304,7 +296,7 @@ static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		if (r != 0 || timeout_ms == 0)
 			return r;
 		if (timeout_ms > 0) {
-			left = (int)(deadline - mono_ms());
+			left = (int)(deadline - shim_now_ms());
 			if (left <= 0)
 				return 0;
 		}
@@ -467,15 +459,12 @@ out:
 }
 
 /* Linux's select writes the time not slept back into the timeval. */
-static void time_left(struct timeval *tmo, const struct timespec *t0)
+static void time_left(struct timeval *tmo, int64_t t0_us)
 {
-	struct timespec t1;
 	long long left_us;
 
-	clock_gettime(CLOCK_MONOTONIC, &t1);
 	left_us = (long long)tmo->tv_sec * 1000000 + tmo->tv_usec -
-		  ((long long)(t1.tv_sec - t0->tv_sec) * 1000000 +
-		   (t1.tv_nsec - t0->tv_nsec) / 1000);
+		  (shim_now_us() - t0_us);
 	if (left_us < 0)
 		left_us = 0;
 	tmo->tv_sec = (time_t)(left_us / 1000000);
@@ -485,7 +474,8 @@ static void time_left(struct timeval *tmo, const struct timespec *t0)
 SHIM_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 		       fd_set *__restrict e, struct timeval *__restrict tmo)
 {
-	struct timespec ts, t0;
+	struct timespec ts;
+	int64_t t0 = 0;
 	bool handled;
 	int ret;
 
@@ -500,13 +490,13 @@ SHIM_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 		}
 		ts.tv_sec = tmo->tv_sec;
 		ts.tv_nsec = tmo->tv_usec * 1000L;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
+		t0 = shim_now_us();
 	}
 	ret = select_slow(nfds, r, w, e, tmo ? &ts : NULL, NULL, &handled);
 	if (!handled)
 		return REAL(select)(nfds, r, w, e, tmo);
 	if (tmo)
-		time_left(tmo, &t0);
+		time_left(tmo, t0);
 	return (int)shim_ret(ret);
 }
 

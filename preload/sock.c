@@ -29,6 +29,11 @@ uint16_t shim_rdma_port(uint16_t port)
 static struct shim_sock *pool;
 static int pool_busy; /* a spin lock: held for a pointer swap */
 
+/* Markers the fd table holds for the shim's own fds: the log's fd 2, and
+ * librdmacm's socketpair to its service thread (rsocket_glue/svc.c). */
+struct shim_sock shim_internal_sock = {.kind = SHIM_SK_INTERNAL};
+struct shim_sock shim_svc_sock = {.kind = SHIM_SK_SVC};
+
 static void pool_lock(void)
 {
 	while (__atomic_exchange_n(&pool_busy, 1, __ATOMIC_ACQUIRE))
@@ -68,20 +73,27 @@ static void pool_poison(struct shim_sock *s, bool on)
 
 /* Held across fork by the forking thread (fork.c), so that no other
  * thread's half-done pool step is copied into the child. */
-void shim_sock_fork_prepare(void)
+static void shim_sock_fork_prepare(void)
 {
 	pool_lock();
 }
 
-void shim_sock_fork_parent(void)
+static void shim_sock_fork_parent(void)
 {
 	pool_unlock();
 }
 
-void shim_sock_fork_child(void)
+static void shim_sock_fork_child(void)
 {
 	pool_busy = 0;
 }
+/* The log's fd is watched, so a close() or dup2() onto it is noticed. */
+static void sock_start(void)
+{
+	shim_fd_xchg(2, &shim_internal_sock);
+}
+SHIM_STARTUP(SOCK, .start = sock_start, .prepare = shim_sock_fork_prepare,
+	     .parent = shim_sock_fork_parent, .child = shim_sock_fork_child);
 
 struct shim_sock *shim_sock_new(int kind, int family)
 {
@@ -172,75 +184,4 @@ struct shim_sock *shim_sock_ref(int fd)
 		return NULL;
 	}
 	return s;
-}
-
-static const uint8_t v4mapped[12] = {[10] = 0xff, [11] = 0xff};
-
-socklen_t shim_addr_unmap(const struct sockaddr *in, socklen_t len,
-			  struct sockaddr_storage *out)
-{
-	const struct sockaddr_in6 *in6 = (const void *)in;
-	struct sockaddr_in *o4 = (void *)out;
-
-	memset(out, 0, sizeof(*out));
-	if (in->sa_family == AF_INET6 && len >= sizeof(*in6) &&
-	    !memcmp(&in6->sin6_addr, v4mapped, 12)) {
-		o4->sin_family = AF_INET;
-		o4->sin_port = in6->sin6_port;
-		memcpy(&o4->sin_addr, in6->sin6_addr.s6_addr + 12, 4);
-		return sizeof(*o4);
-	}
-	if (len > sizeof(*out))
-		len = sizeof(*out);
-	memcpy(out, in, len);
-	return len;
-}
-
-socklen_t shim_addr_to_family(const struct sockaddr *in, int family,
-			      struct sockaddr_storage *out)
-{
-	const struct sockaddr_in *i4 = (const void *)in;
-	struct sockaddr_in6 *o6 = (void *)out;
-
-	memset(out, 0, sizeof(*out));
-	if (in->sa_family == AF_INET && family == AF_INET6) {
-		o6->sin6_family = AF_INET6;
-		o6->sin6_port = i4->sin_port;
-		memcpy(o6->sin6_addr.s6_addr, v4mapped, 12);
-		memcpy(o6->sin6_addr.s6_addr + 12, &i4->sin_addr, 4);
-		return sizeof(*o6);
-	}
-	if (in->sa_family == AF_INET) {
-		memcpy(out, in, sizeof(struct sockaddr_in));
-		return sizeof(struct sockaddr_in);
-	}
-	memcpy(out, in, sizeof(struct sockaddr_in6));
-	return sizeof(struct sockaddr_in6);
-}
-
-uint16_t shim_addr_port(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return ntohs(
-		    ((const struct sockaddr_in *)(const void *)sa)->sin_port);
-	return ntohs(
-	    ((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
-}
-
-void shim_addr_set_port(struct sockaddr *sa, uint16_t port)
-{
-	if (sa->sa_family == AF_INET)
-		((struct sockaddr_in *)(void *)sa)->sin_port = htons(port);
-	else
-		((struct sockaddr_in6 *)(void *)sa)->sin6_port = htons(port);
-}
-
-void shim_addr_copy_out(const struct sockaddr_storage *a, socklen_t alen,
-			struct sockaddr *out, socklen_t *outlen)
-{
-	socklen_t n = *outlen < alen ? *outlen : alen;
-
-	if (out && n)
-		memcpy(out, a, n);
-	*outlen = alen;
 }

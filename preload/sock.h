@@ -13,6 +13,7 @@
 #define SHIM_SOCK_H
 
 #include "fdtable.h"
+#include "addr.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
@@ -178,11 +179,6 @@ static inline bool shim_sock_tryget(int fd, struct shim_sock *s,
 	shim_sock_put(s);
 	return false;
 }
-/* The pool's lock across fork (fork.c): taken before, released in the
- * parent, made anew in the child. */
-void shim_sock_fork_prepare(void);
-void shim_sock_fork_parent(void);
-void shim_sock_fork_child(void);
 /* RDMA connections not used yet (handover.c): 0 keeps fork cheap. */
 extern int shim_fresh_conns;
 /* s is being used: it is no longer one a fork hands over. */
@@ -245,14 +241,12 @@ void shim_fd_share(int oldfd, int newfd);
 /* fd -> sock with a reference held; NULL for fds the shim leaves alone. */
 struct shim_sock *shim_sock_ref(int fd);
 
-/* (connect.c) In a fork child: the settle lock made anew; a connect under
- * way in the parent is the parent's (s answers from the kernel here). */
-void shim_connect_fork_reset(void);
-void shim_connect_fork_prepare(void);
-void shim_connect_fork_parent(void);
 /* A call found s SHIM_SK_FAILED: the connect's error (cleared), or 0
  * when another call took it; s is of its next kind after it. */
 int shim_sock_take_failure(struct shim_sock *s);
+/* (connect.c) In a fork child, for each inherited socket s still
+ * connecting: a connect under way in the parent is the parent's (s
+ * answers from the kernel here). */
 void shim_connect_fork_child(struct shim_sock *s);
 
 enum { SHIM_DOOR_NONE, SHIM_DOOR_OPENING, SHIM_DOOR_OPEN, SHIM_DOOR_SHUT };
@@ -273,14 +267,6 @@ void shim_listen_door_shut(struct shim_sock *s);
  * that port first, if it has none yet (a program connecting to itself). */
 void shim_listen_door_port(uint16_t port);
 
-/* Addresses: v4-mapped conversion between the program's family and the
- * rsocket's (rsockets are always created with the real family). */
-socklen_t shim_addr_to_family(const struct sockaddr *in, int family,
-			      struct sockaddr_storage *out);
-socklen_t shim_addr_unmap(const struct sockaddr *in, socklen_t len,
-			  struct sockaddr_storage *out);
-uint16_t shim_addr_port(const struct sockaddr *sa);
-void shim_addr_set_port(struct sockaddr *sa, uint16_t port);
 /*
  * The port of TCP port's RDMA twin: the rsocket listener a server opens and
  * a client connects to (sock.c).  Both ends compute it the same way, with no
@@ -291,8 +277,5 @@ void shim_addr_set_port(struct sockaddr *sa, uint16_t port);
  * collide with the program's listener).  port must be 1..65535.
  */
 uint16_t shim_rdma_port(uint16_t port);
-/* Copy an address out the way the kernel does (truncate, report length). */
-void shim_addr_copy_out(const struct sockaddr_storage *a, socklen_t alen,
-			struct sockaddr *out, socklen_t *outlen);
 
 #endif

@@ -491,6 +491,8 @@ static void stat_atfork_child(void)
 {
 	struct erdma_stat_hdr *h = shim_stat_seg;
 
+	if (!stat_on)
+		return;
 	shim_stat_seg = NULL;
 	if (h)
 		munmap(h, ERDMA_STAT_SIZE);
@@ -500,14 +502,13 @@ static void stat_atfork_child(void)
 	pthread_mutex_init(&seg_lock, NULL);
 }
 
-void shim_stat_init(void)
+static void shim_stat_init(void)
 {
 	stat_on = !shim_cfg.env_ignored && shim_cfg.mode != SHIM_MODE_OFF &&
 		  (shim_cfg.stats || shim_cfg.stats_shm);
 	shim_stat_kconnect_on = stat_on && shim_cfg.mode == SHIM_MODE_AUTO;
-	if (stat_on)
-		pthread_atfork(NULL, NULL, stat_atfork_child);
 }
+SHIM_STARTUP(STATS, .start = shim_stat_init, .child = stat_atfork_child);
 
 __attribute__((destructor)) static void shim_stat_fini(void)
 {

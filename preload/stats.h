@@ -115,7 +115,6 @@ extern unsigned int shim_stat_epoch SHIM_HIDDEN;
 extern bool shim_stat_kconnect_on SHIM_HIDDEN;
 
 /* init.c, after the configuration is read. */
-void shim_stat_init(void);
 
 /* Give s (an RDMA connection or listener on fd) a slot. */
 void shim_stat_sock(struct shim_sock *s, int fd, int path);

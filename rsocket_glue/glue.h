@@ -14,6 +14,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "base.h"
 #include "config.h"
 
 /* Options the program set on its socket that reach the rsocket. */
@@ -34,7 +38,6 @@ bool sg_available(void);
 /* Is one of them iWARP, whose rdma_cm ports are kernel TCP ports? */
 bool sg_iwarp(void);
 /* In a fork child: no RDMA if the parent used rsockets (see rsock.c). */
-void sg_fork_child(void);
 bool sg_fork_tainted(void);
 /* rclose on a reaper thread, waited for a bounded time; cmfd (or -1): a
  * duplicate of its rdma_cm channel, watched while the close is slow, then
@@ -46,6 +49,13 @@ void sg_reap_fork_child(void);
 /* Take a connection's end event from its rdma_cm channel fd and flush its
  * QP (rsock.c): the event type, or -errno. */
 int sg_cm_take_end(int fd);
+
+/* pthread_cancel(th) has been called: wake th if it sleeps in rsockets
+ * (sleep.c). */
+void sg_sleep_cancelled(pthread_t th);
+/* A write on librdmacm's service socketpair (the shim's svc marker): its
+ * registration requests made no-ops (svc.c). */
+ssize_t sg_svc_write(int fd, const void *buf, size_t n);
 
 /*
  * Client rendezvous: an rsocket connected to dst (AF_INET/AF_INET6, v4-mapped

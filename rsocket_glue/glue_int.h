@@ -3,9 +3,8 @@
 #ifndef SHIM_GLUE_INT_H
 #define SHIM_GLUE_INT_H
 
-#include "shim.h"
-
-#include <time.h>
+#include "base.h"
+#include "log.h"
 
 /*
  * Call into librdmacm: mark this thread as inside the library (so what it
@@ -22,19 +21,15 @@
 		r_;                                                            \
 	})
 
-/* now + ms on clock clk: a deadline for the pthread timed waits. */
-static inline struct timespec sg_deadline(clockid_t clk, long ms)
-{
-	struct timespec t;
-
-	clock_gettime(clk, &t);
-	t.tv_sec += ms / 1000;
-	t.tv_nsec += (ms % 1000) * 1000000L;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
-	return t;
-}
+/*
+ * sleep.c: the sleep in rsockets runs with cancellation disabled (a thread
+ * cancelled inside rpoll would leave its poll gate held); enter returns an
+ * eventfd that pthread_cancel writes, to add to the sleep's fds.  leave
+ * restores the state and, if a cancel came, acts on it (a cancellation
+ * point: hold nothing of ours across it).
+ */
+int sg_sleep_enter(int *cancel_state);
+bool sg_sleep_leave(int cancel_state); /* true: woken by a cancel */
+void sg_sleep_fork_child(void);
 
 #endif

@@ -11,7 +11,6 @@
  * slow path, never the data path.
  */
 #include "glue.h"
-#include "shim.h"
 
 #include <netinet/in.h>
 #include <pthread.h>

@@ -2,7 +2,6 @@
 /* Socket options and ERDMA_SHIM_* tunables mapped onto rsockets. */
 #include "glue.h"
 #include "glue_int.h"
-#include "shim.h"
 #include "log.h"
 
 #include <netinet/tcp.h>

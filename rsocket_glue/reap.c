@@ -214,7 +214,7 @@ static void watch_locked(struct reap_job *j)
 
 static void wait_locked(struct reap_job *j)
 {
-	struct timespec dl = sg_deadline(CLOCK_MONOTONIC, REAP_WAIT_MS);
+	struct timespec dl = shim_deadline(CLOCK_MONOTONIC, REAP_WAIT_MS);
 
 	while (!j->done)
 		if (pthread_cond_timedwait(&reap_done, &reap_mu, &dl))

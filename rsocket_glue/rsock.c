@@ -7,7 +7,6 @@
  */
 #include "glue.h"
 #include "glue_int.h"
-#include "shim.h"
 #include "log.h"
 
 #include <dlfcn.h>
@@ -60,7 +59,7 @@ static pthread_mutex_t svc_mu = PTHREAD_MUTEX_INITIALIZER;
  * copy (a flock belongs to the open file, so the copy would hold it). */
 static int listen_lock_held = -1;
 
-void sg_fork_child(void)
+static void sg_fork_child(void)
 {
 	int lk = __atomic_exchange_n(&listen_lock_held, -1, __ATOMIC_ACQ_REL);
 
@@ -69,9 +68,11 @@ void sg_fork_child(void)
 	pthread_mutex_init(&svc_mu, NULL);
 	sg_negcache_fork_child();
 	sg_reap_fork_child();
+	sg_sleep_fork_child();
 	if (__atomic_load_n(&lib_used, __ATOMIC_ACQUIRE))
 		fork_tainted = true;
 }
+SHIM_STARTUP(GLUE, .child = sg_fork_child);
 
 bool sg_fork_tainted(void)
 {
@@ -143,12 +144,11 @@ static int wait_connected(int rs, int timeout_ms)
 }
 
 static void cm_track(int rs);
-static long us_since(const struct timespec *t0);
 
 /* What is left of a connect's timeout_ms, counted from t0 (>= 0). */
-static int ms_left(const struct timespec *t0, int timeout_ms)
+static int ms_left(int64_t t0, int timeout_ms)
 {
-	long left = timeout_ms - us_since(t0) / 1000;
+	long left = timeout_ms - (long)((shim_now_us() - t0) / 1000);
 
 	return left > 0 ? (int)left : 0;
 }
@@ -156,13 +156,13 @@ static int ms_left(const struct timespec *t0, int timeout_ms)
 /* svc_mu within what is left of a connect's timeout: 0, or -EBUSY (a
  * local wait, not the peer's doing: connect.c does not cache the peer).
  * (pthread_mutex_timedlock: its deadline is CLOCK_REALTIME.) */
-static int svc_lock_within(const struct timespec *t0, int timeout_ms)
+static int svc_lock_within(int64_t t0, int timeout_ms)
 {
 	struct timespec dl;
 
 	if (pthread_mutex_trylock(&svc_mu) == 0)
 		return 0;
-	dl = sg_deadline(CLOCK_REALTIME, ms_left(t0, timeout_ms));
+	dl = shim_deadline(CLOCK_REALTIME, ms_left(t0, timeout_ms));
 	return pthread_mutex_timedlock(&svc_mu, &dl) ? -EBUSY : 0;
 }
 
@@ -172,7 +172,7 @@ static int svc_lock_within(const struct timespec *t0, int timeout_ms)
  * *r 0 (connected) or -EINPROGRESS; or -errno (nothing is left). */
 static int connect_start(const struct sockaddr *dst, socklen_t len,
 			 const struct sockaddr *src, socklen_t srclen,
-			 const struct timespec *t0, int timeout_ms,
+			 int64_t t0, int timeout_ms,
 			 const struct sg_sockopts *bufs, int *r)
 {
 	bool locked = false;
@@ -229,15 +229,14 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 	       const struct sockaddr *src, socklen_t srclen, int timeout_ms,
 	       const struct sg_sockopts *bufs)
 {
-	struct timespec t0;
+	int64_t t0 = shim_now_us();
 	int rs, r = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rs = connect_start(dst, len, src, srclen, &t0, timeout_ms, bufs, &r);
+	rs = connect_start(dst, len, src, srclen, t0, timeout_ms, bufs, &r);
 	if (rs < 0)
 		return rs;
 	while (r == -EINPROGRESS || r == -EINTR)
-		r = wait_connected(rs, ms_left(&t0, timeout_ms));
+		r = wait_connected(rs, ms_left(t0, timeout_ms));
 	if (r == 0)
 		r = sg_set_nonblock(rs, false);
 	if (r < 0) {
@@ -252,8 +251,7 @@ int sg_connect_begin(const struct sockaddr *dst, socklen_t len,
 		     const struct sockaddr *src, socklen_t srclen,
 		     const struct sg_sockopts *bufs, bool *done)
 {
-	int r = 0,
-	    rs = connect_start(dst, len, src, srclen, NULL, -1, bufs, &r);
+	int r = 0, rs = connect_start(dst, len, src, srclen, 0, -1, bufs, &r);
 
 	*done = rs >= 0 && r == 0;
 	if (*done)
@@ -839,29 +837,19 @@ int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 static __thread unsigned int spin_win_us;
 static __thread bool spin_win_set;
 
-static long us_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (t.tv_sec - t0->tv_sec) * 1000000L +
-	       (t.tv_nsec - t0->tv_nsec) / 1000;
-}
-
 /*
  * Check fds until ready or us have passed; one look when us is 0.  Each
  * round yields the CPU: with more waiting threads than CPUs, a spinner must
  * not starve the thread (or, with soft-RoCE, the kernel) that would produce
  * what it waits for.  With nothing else runnable the yield returns at once.
  */
-static int spin(struct pollfd *fds, nfds_t nfds, long us,
-		const struct timespec *t0)
+static int spin(struct pollfd *fds, nfds_t nfds, long us, int64_t t0)
 {
 	int r;
 
 	for (;;) {
 		r = sg_poll(fds, nfds, 0);
-		if (r != 0 || us <= 0 || us_since(t0) >= us)
+		if (r != 0 || us <= 0 || shim_now_us() - t0 >= us)
 			return r;
 		sched_yield();
 	}
@@ -936,9 +924,9 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		timerfd_settime(tfd, 0, &its, NULL);
 		all[n++] = (struct pollfd){.fd = tfd, .events = POLLIN};
 	}
-	/* No cancellation inside rpoll (see preload/cancel.c): a cancel
+	/* No cancellation inside rpoll (see sleep.c): a cancel
 	 * wakes the sleep through wfd and is acted on after it. */
-	wfd = shim_sleep_enter(&cs);
+	wfd = sg_sleep_enter(&cs);
 	asleep = true;
 	if (wfd >= 0)
 		all[n++] = (struct pollfd){.fd = wfd, .events = POLLIN};
@@ -969,7 +957,7 @@ out:
 		free(all);
 	/* a cancellation point, with nothing of ours held here; a cancel
 	 * not acted on (disabled) was no event: the caller sleeps again */
-	if (asleep && shim_sleep_leave(cs) && r == 0)
+	if (asleep && sg_sleep_leave(cs) && r == 0)
 		r = -EINPROGRESS;
 	return r;
 }
@@ -983,15 +971,15 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		   const sigset_t *mask)
 {
 	unsigned int max = shim_cfg.poll_us;
-	struct timespec t0 = {0};
+	int64_t t0 = 0;
 	long left_us;
 	int r;
 
 	if (timeout_ms == 0)
 		return sg_poll(fds, nfds, 0);
 	if (max)
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-	r = spin(fds, nfds, max ? spin_window(max, timeout_ms) : 0, &t0);
+		t0 = shim_now_us();
+	r = spin(fds, nfds, max ? spin_window(max, timeout_ms) : 0, t0);
 	if (r != 0)
 		return r;
 	if (timeout_ms < 0) {
@@ -1002,10 +990,11 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		while (r == 0 || r == -EINPROGRESS);
 	} else {
 		if (!max)
-			clock_gettime(CLOCK_MONOTONIC, &t0);
+			t0 = shim_now_us();
 		/* The spin counts against the caller's timeout. */
 		do {
-			left_us = timeout_ms * 1000L - us_since(&t0);
+			left_us =
+			    timeout_ms * 1000L - (long)(shim_now_us() - t0);
 			r = 0;
 			if (left_us > 0)
 				r = sleep_fds(fds, nfds,
@@ -1014,6 +1003,6 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		} while (r == -EINPROGRESS);
 	}
 	if (max && r >= 0) /* woken, or timed out: how long did it take? */
-		spin_adapt(max, us_since(&t0));
+		spin_adapt(max, (long)(shim_now_us() - t0));
 	return r;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target for the ERDMA_SHIM_* parser (preload/config.c): the
+ * libFuzzer target for the ERDMA_SHIM_* parser (preload/base/config.c): the
  * input is split at newlines into environment entries (the first bytes pick
  * a variable name so the fuzzer reaches every parser quickly), parsed, and
  * every reported line is checked: exactly one line, printable, bounded.

@@ -39,4 +39,4 @@ for kv in "${cases[@]}"; do
 		result "$var with control characters: one line, escaped: $shown"
 	fi
 done
-[ $bad -eq 0 ] || fail "$bad of ${#cases[@]} values with control characters split or corrupt the shim's stderr line (preload/config.c shim_config_parse prints the raw value with %.64s)"
+[ $bad -eq 0 ] || fail "$bad of ${#cases[@]} values with control characters split or corrupt the shim's stderr line (preload/base/config.c shim_config_parse prints the raw value with %.64s)"

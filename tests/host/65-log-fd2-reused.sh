@@ -42,4 +42,4 @@ for mode in activated fclose-file; do
 		bugs=$((bugs + 1))
 	fi
 done
-[ $bugs -eq 0 ] || fail "$bugs case(s): shim log text written into a socket/file that reused fd 2 (preload/init.c watches fd 2 without checking it is open; accept/accept4 and non-socket fd creators do not drop the marker; see the report)"
+[ $bugs -eq 0 ] || fail "$bugs case(s): shim log text written into a socket/file that reused fd 2 (the shim watches fd 2 without checking it is open; accept/accept4 and non-socket fd creators do not drop the marker; see the report)"

@@ -129,7 +129,7 @@ done <"$TMP/cmds"
 # The two commands that need hardware: what the section says matches the code.
 grep -q '/sys/module/erdma/parameters/compat_mode' preload/cli/erdma-shim.c ||
 	fail "doctor no longer reads erdma's compat_mode parameter (the README's modprobe line names it)"
-grep -Eq '^#define SHIM_IWARP_PORT_OFFSET 20000u' preload/config.h ||
+grep -Eq '^#define SHIM_IWARP_PORT_OFFSET 20000u' preload/base/config.h ||
 	fail "the library's iWARP offset is no longer 20000 (README says P+20000)"
 echo "PASS README: modprobe erdma compat_mode=1 names the parameter doctor reads; P+20000 is SHIM_IWARP_PORT_OFFSET (neither run: no erdma module, no RDMA here)"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The library exports exactly the interposed libc names of preload/syms.h,
+# The library exports exactly the interposed libc names of preload/base/syms.h,
 # and the librdmacm ones rsocket_glue interposes on librdmacm's own calls
 # (GLUE_EXPORTS): nothing internal leaks (shim_* is hidden), nothing listed
 # is missing.
@@ -7,13 +7,13 @@ set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 GLUE_EXPORTS="rdma_accept rdma_connect" # rsocket_glue/rsock.c
 want=$({
-	sed -n 's/^[[:space:]]*X(\([a-z_0-9]*\)).*/\1/p' "$ROOT/preload/syms.h"
+	sed -n 's/^[[:space:]]*X(\([a-z_0-9]*\)).*/\1/p' "$ROOT/preload/base/syms.h"
 	printf '%s\n' $GLUE_EXPORTS
 } | sort)
 have=$(nm -D --defined-only "$ROOT/liberdma_shim.so" | awk '{print $3}' | sort)
 if [ "$want" != "$have" ]; then
 	diff <(echo "$want") <(echo "$have") || true
-	echo "exports differ from preload/syms.h"
+	echo "exports differ from preload/base/syms.h"
 	exit 1
 fi
 echo "RESULT: $(echo "$have" | wc -l) symbols exported, all from syms.h and GLUE_EXPORTS"

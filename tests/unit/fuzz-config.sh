@@ -8,7 +8,7 @@ secs=${ERDMA_FUZZ_SECONDS:-20}
 bin=$ROOT/build/tests/fuzz/fuzz_config
 mkdir -p "$(dirname "$bin")"
 clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	-I"$ROOT/preload" -o "$bin" "$ROOT/tests/fuzz/fuzz_config.c" "$ROOT/preload/config.c"
+	-I"$ROOT/preload/base" -o "$bin" "$ROOT/tests/fuzz/fuzz_config.c" "$ROOT/preload/base/config.c"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp "$ROOT"/tests/fuzz/corpus/* "$work/"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of the ERDMA_SHIM_* parser (preload/config.c). */
+/* Unit tests of the ERDMA_SHIM_* parser (preload/base/config.c). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>

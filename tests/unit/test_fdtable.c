@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of the fd table (preload/fdtable.c). */
+/* Unit tests of the fd table (preload/base/fdtable.c). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "log.h"
-#include "shim.h"
+#include "base.h"
 
 #include <stdarg.h>
 #include <stdio.h>

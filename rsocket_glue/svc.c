@@ -12,8 +12,9 @@
  * completion itself (rpoll runs rsockets' connect state machine), and an
  * established connection learns of an orderly close in-band.  So while
  * rsocket_glue is inside rconnect/raccept (shim_svc_guard), the socketpair
- * librdmacm creates to talk to the service is marked, and the registration
- * request written on it (RS_SVC_ADD_CM) is rewritten into a no-op.  The
+ * librdmacm creates to talk to the service is marked (the socketpair
+ * wrapper), and the registration request written on it (RS_SVC_ADD_CM)
+ * is rewritten into a no-op here, where the write wrapper sends it.  The
  * thread answers, sees nothing registered, exits, and is joined — the
  * rsocket never enters the broken set, and rclose never asks to leave it.
  *
@@ -21,9 +22,8 @@
  * rsocket.c: struct rs_svc_msg, RS_SVC_NOOP = 0, RS_SVC_ADD_CM = 6); a
  * write of any other shape passes through untouched.
  */
-#include "shim.h"
-#include "io_int.h"
-#include "sock.h"
+#include "glue.h"
+#include "glue_int.h"
 
 #include <string.h>
 
@@ -36,7 +36,7 @@ struct svc_msg {
 #define SVC_NOOP 0
 #define SVC_ADD_CM 6
 
-ssize_t shim_svc_write(int fd, const void *buf, size_t n)
+ssize_t sg_svc_write(int fd, const void *buf, size_t n)
 {
 	struct svc_msg m;
 

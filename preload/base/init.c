@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Start-up: resolve the real libc functions, read the configuration, set up
- * the fd table and the log.  Runs from the constructor and, because another
- * library's constructor may call socket() before ours has run, lazily from
- * any entry point (shim_ensure_init / the fd table's slow path).
+ * the fd table and the log, then run the rooms' start steps in the order of
+ * startup.h, and drive their fork handlers.  Runs from the constructor and,
+ * because another library's constructor may call socket() before ours has
+ * run, lazily from any entry point (shim_ensure_init / the fd table's slow
+ * path).
  */
-#include "shim.h"
+#include "base.h"
 #include "config.h"
 #include "fdtable.h"
 #include "log.h"
-#include "sock.h"
-#include "stats.h"
 
 #include <dlfcn.h>
 #include <sched.h>
@@ -27,8 +27,6 @@ __thread int *shim_pair_capture;
 __thread const sigset_t *shim_lib_sigmask;
 __thread bool shim_svc_guard;
 struct shim_config shim_cfg;
-struct shim_sock shim_internal_sock = {.kind = SHIM_SK_INTERNAL};
-struct shim_sock shim_svc_sock = {.kind = SHIM_SK_SVC};
 
 static __thread bool in_init; /* this thread is running init */
 
@@ -62,6 +60,60 @@ static void read_config(void)
 	shim_config_parse(&shim_cfg, environ, report_config, NULL);
 }
 
+/* The steps SHIM_STARTUP registered (weak: a unit test that links a
+ * room's object alone has none). */
+extern const struct shim_startup __start_shim_startup[] __attribute__((weak));
+extern const struct shim_startup __stop_shim_startup[] __attribute__((weak));
+static const struct shim_startup *steps[SHIM_STARTUP_N];
+
+static void find_steps(void)
+{
+	const struct shim_startup *p;
+
+	for (p = __start_shim_startup; p && p < __stop_shim_startup; p++) {
+		if (p->order < 0 || p->order >= SHIM_STARTUP_N ||
+		    steps[p->order]) {
+			shim_err("start-up step %d registered twice", p->order);
+			continue;
+		}
+		steps[p->order] = p;
+	}
+	for (int i = 0; i < SHIM_STARTUP_N; i++)
+		if (!steps[i])
+			shim_err("start-up step %d not registered", i);
+}
+
+/* Before every fork, in the forking thread: the rooms take the locks that
+ * keep fds and their records in step (released by the handlers below, in
+ * parent and child). */
+static void before_fork(void)
+{
+	for (int i = 0; i < SHIM_STARTUP_N; i++)
+		if (steps[i] && steps[i]->prepare)
+			steps[i]->prepare();
+}
+
+static void parent_after_fork(void)
+{
+	for (int i = SHIM_STARTUP_N - 1; i >= 0; i--)
+		if (steps[i] && steps[i]->parent)
+			steps[i]->parent();
+}
+
+/*
+ * Run in every fork child, also those of forks inside libc that no wrapper
+ * sees (daemon(), and fork() called by other libraries' internal paths).
+ * Locks first: another thread of the parent may have held one at the fork,
+ * and it never lets go here (tests/rdma/46-forkstorm.sh).
+ */
+static void child_after_fork(void)
+{
+	shim_fdtable_fork_child();
+	for (int i = 0; i < SHIM_STARTUP_N; i++)
+		if (steps[i] && steps[i]->child)
+			steps[i]->child();
+}
+
 static void do_init(void)
 {
 	char desc[512];
@@ -72,10 +124,11 @@ static void do_init(void)
 	shim_log_open(&shim_cfg);
 	if (shim_fdtable_init(1u << 22))
 		shim_err("cannot map the fd table; running on TCP only");
-	/* Watch the log's fd so a close() or dup2() onto it is noticed. */
-	shim_fd_xchg(2, &shim_internal_sock);
-	shim_stat_init();
-	shim_fork_init();
+	find_steps();
+	for (int i = 0; i < SHIM_STARTUP_N; i++)
+		if (steps[i] && steps[i]->start)
+			steps[i]->start();
+	pthread_atfork(before_fork, parent_after_fork, child_after_fork);
 	shim_config_describe(&shim_cfg, desc, sizeof(desc));
 	shim_info("liberdma_shim %s mode=%s%s%s", SHIM_VERSION,
 		  shim_mode_name(shim_cfg.mode), desc[0] ? " " : "", desc);

@@ -10,7 +10,7 @@
 #ifndef SHIM_FDTABLE_H
 #define SHIM_FDTABLE_H
 
-#include "shim.h"
+#include "base.h"
 
 struct shim_sock;
 

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one ordered list of what the rooms above the base do at start-up and
+ * around fork.  base/init.c first sets up the base itself (symbols, log,
+ * configuration, fd table), then runs each step's start in this order; at
+ * fork it runs every prepare in this order, every parent handler in the
+ * reverse order and every child handler in this order (pthread_atfork,
+ * registered once by the base).  A room registers its own step with
+ * SHIM_STARTUP (a record in a section of its own, as the kernel's
+ * initcalls), so the base never names a room above it; a lock or table
+ * added later gets its child reset by adding one line here and one
+ * SHIM_STARTUP beside it.  Every step is registered exactly once: init
+ * checks it.
+ */
+#ifndef SHIM_STARTUP_H
+#define SHIM_STARTUP_H
+
+#define SHIM_STARTUP_LIST(X)                                                   \
+	X(STATS)    /* stats.c: the stats segment; a child starts without */   \
+	X(HANDOVER) /* handover.c: fresh connections handed over at fork */    \
+	X(EPOLL)    /* epoll.c: set locks held across fork */                  \
+	X(CONNECT)  /* connect.c: the connect thread and its queue */          \
+	X(SOCK)	    /* sock.c: fd 2 watched; the sock pool (prepare last) */   \
+	X(GLUE)	    /* rsocket_glue: librdmacm's locks, caches, sleepers */    \
+	X(FORK)	    /* fork.c: a child disowns inherited RDMA (last) */
+
+#define SHIM_STARTUP_ENUM(name) SHIM_STARTUP_##name,
+enum shim_startup_order { SHIM_STARTUP_LIST(SHIM_STARTUP_ENUM) SHIM_STARTUP_N };
+#undef SHIM_STARTUP_ENUM
+
+struct shim_startup {
+	int order;
+	void (*start)(void);   /* at init, after the base */
+	void (*prepare)(void); /* before fork, in the forking thread */
+	void (*parent)(void);  /* after fork, in the parent */
+	void (*child)(void);   /* after fork, in the child */
+};
+
+#define SHIM_STARTUP(name, ...)                                                \
+	static const struct shim_startup shim_startup_##name __attribute__((   \
+	    used, section("shim_startup"), aligned(sizeof(void *)))) = {       \
+	    .order = SHIM_STARTUP_##name, __VA_ARGS__}
+
+#endif
