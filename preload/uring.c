@@ -67,7 +67,7 @@ int shim_uring_open(struct shim_uring *u)
 
 	memset(u, 0, sizeof(*u));
 	memset(&p, 0, sizeof(p));
-	u->fd = (int)syscall(__NR_io_uring_setup, 2, &p);
+	u->fd = (int)REAL(syscall)(__NR_io_uring_setup, 2, &p);
 	if (u->fd < 0)
 		return -errno;
 	/* Accept and cancel came in 5.5, armed on the socket's wait queue
@@ -99,8 +99,9 @@ int shim_uring_open(struct shim_uring *u)
 static int ring_enter(struct shim_uring *u, unsigned submit, unsigned wait)
 {
 	for (;;) {
-		long r = syscall(__NR_io_uring_enter, u->fd, submit, wait,
-				 wait ? IORING_ENTER_GETEVENTS : 0, NULL, 0);
+		long r =
+		    REAL(syscall)(__NR_io_uring_enter, u->fd, submit, wait,
+				  wait ? IORING_ENTER_GETEVENTS : 0, NULL, 0);
 
 		if (r >= 0)
 			return 0;
