@@ -89,26 +89,6 @@ int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len)
 	return r;
 }
 
-int sg_apply_keepalive(int rs, const struct sg_sockopts *o)
-{
-	int r = 0;
-
-	sg_set_bounded(rs, o->bounded);
-	sg_set_ack_timeout(rs, o); /* (its ACK timeout: see rsock.c) */
-	if (!o->keepalive)
-		return 0;
-	if (o->keepidle > 0)
-		r = rset(rs, IPPROTO_TCP, TCP_KEEPIDLE,
-			 (unsigned int)o->keepidle);
-	if (r == 0)
-		r = sg_setsockopt(rs, SOL_SOCKET, SO_KEEPALIVE, &(int){1},
-				  sizeof(int));
-	if (r < 0)
-		shim_warn("rsocket %d: keepalive refused by rsockets (%s)", rs,
-			  strerror(-r));
-	return r;
-}
-
 int sg_getsockopt(int rs, int level, int name, void *val, socklen_t *len)
 {
 	return (int)LIB_CALL(rgetsockopt(rs, level, name, val, len));

@@ -10,6 +10,7 @@
 #include "log.h"
 
 #include <dlfcn.h>
+#include <netinet/tcp.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 #include <pthread.h>
@@ -473,6 +474,29 @@ static void set_ack_to(int rs, const struct sg_sockopts *o)
 void sg_set_ack_timeout(int lrs, const struct sg_sockopts *o)
 {
 	set_ack_to(lrs, o);
+}
+
+/* The keepalive and silence bound the program asked for, on rs (its
+ * probes: sg_setsockopt in opts.c). */
+int sg_apply_keepalive(int rs, const struct sg_sockopts *o)
+{
+	int r = 0;
+
+	sg_set_bounded(rs, o->bounded);
+	sg_set_ack_timeout(rs, o); /* (its ACK timeout: see above) */
+	if (!o->keepalive)
+		return 0;
+	if (o->keepidle > 0)
+		r = sg_setsockopt(rs, IPPROTO_TCP, TCP_KEEPIDLE,
+				  &(unsigned int){(unsigned int)o->keepidle},
+				  sizeof(unsigned int));
+	if (r == 0)
+		r = sg_setsockopt(rs, SOL_SOCKET, SO_KEEPALIVE, &(int){1},
+				  sizeof(int));
+	if (r < 0)
+		shim_warn("rsocket %d: keepalive refused by rsockets (%s)", rs,
+			  strerror(-r));
+	return r;
 }
 
 /* rdma_cm's id of rsocket rs takes rs's ACK timeout (before its connect or
