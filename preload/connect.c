@@ -16,6 +16,9 @@
 #include "glue.h"
 #include "log.h"
 #include "sock.h"
+#include "sockopt.h"
+#include "connect.h"
+#include "socket.h"
 #include "stats.h"
 #include "epoll_int.h"
 

@@ -59,6 +59,7 @@
 #include "glue.h"
 #include "log.h"
 #include "sock.h"
+#include "socket.h"
 #include "io_int.h"
 
 #include <limits.h>
@@ -406,7 +407,19 @@ static void shim_epoll_fork_child(void)
 		set->direct_waiters = 0;
 	}
 }
-SHIM_STARTUP(EPOLL, .prepare = shim_epoll_fork_prepare,
+/* The last reference to an epoll fd's sock went. */
+static void ep_release(struct shim_sock *s)
+{
+	if (s->epset)
+		shim_epoll_free(s->epset);
+}
+
+static void ep_start(void)
+{
+	shim_sock_on_release(SHIM_SK_EPOLL, ep_release);
+}
+
+SHIM_STARTUP(EPOLL, .start = ep_start, .prepare = shim_epoll_fork_prepare,
 	     .parent = shim_epoll_fork_parent, .child = shim_epoll_fork_child);
 
 /*

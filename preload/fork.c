@@ -13,6 +13,8 @@
 #include "shim.h"
 #include "log.h"
 #include "sock.h"
+#include "connect.h"
+#include "socket.h"
 #include "glue.h"
 #include "epoll_int.h"
 

@@ -33,6 +33,7 @@
 #include "shim.h"
 #include "log.h"
 #include "sock.h"
+#include "socket.h"
 #include "glue.h"
 
 #include <netinet/in.h>
@@ -41,21 +42,19 @@
 #include <string.h>
 #include <sys/eventfd.h>
 
-int shim_fresh_conns;
-
 struct relay {
 	struct shim_sock *s; /* the connection: a reference, for its rsocket */
 	int lo;		     /* the loopback end the relay reads and writes */
 	int stop;	     /* eventfd: wakes the rsocket reader at the end */
 	int live;	     /* atomic: relay threads still running */
 	struct relay *next;  /* made before the fork, started after it */
-	struct relay **prev_live, *next_live; /* running (handover_mu) */
+	struct relay **prev_live, *next_live; /* running (the handover lock) */
 };
 
 /* Between the prepare handler and the parent/child ones: the forking
  * thread's alone. */
 static struct relay *pending;
-/* Relays running (under handover_mu, which a fork holds throughout): a
+/* Relays running (under the handover lock, which a fork holds throughout): a
  * later fork child closes its copies of their fds. */
 static struct relay *live;
 
@@ -205,25 +204,6 @@ static int hand_over(int fd, struct shim_sock *s)
 }
 
 /*
- * Held from the prepare handler through the fork (the parent handler lets
- * go, the child makes it anew): a call that finds its fresh sock being
- * handed over waits here, then goes to the kernel fd the handover left.
- */
-static pthread_mutex_t handover_mu = PTHREAD_MUTEX_INITIALIZER;
-
-bool shim_first_use_slow(struct shim_sock *s)
-{
-	bool ok;
-
-	pthread_mutex_lock(&handover_mu);
-	ok = !__atomic_load_n(&s->handed, __ATOMIC_SEQ_CST);
-	if (ok)
-		shim_sock_used(s);
-	pthread_mutex_unlock(&handover_mu);
-	return ok;
-}
-
-/*
  * Claim s for a handover: handed is raised before fresh is taken, so a
  * call that sees fresh gone also sees handed, and waits (above).  A use
  * that came first keeps s.
@@ -244,7 +224,7 @@ static void shim_handover_prepare(void)
 {
 	unsigned int span;
 
-	pthread_mutex_lock(&handover_mu);
+	shim_sock_handover_lock();
 	if (!__atomic_load_n(&shim_fresh_conns, __ATOMIC_ACQUIRE))
 		return;
 	span = shim_fdtable_span();
@@ -289,13 +269,13 @@ static void relay_put(struct relay *r)
 {
 	if (__atomic_sub_fetch(&r->live, 1, __ATOMIC_ACQ_REL))
 		return;
-	pthread_mutex_lock(&handover_mu);
+	shim_sock_handover_lock();
 	if (r->prev_live) {
 		*r->prev_live = r->next_live;
 		if (r->next_live)
 			r->next_live->prev_live = r->prev_live;
 	}
-	pthread_mutex_unlock(&handover_mu);
+	shim_sock_handover_unlock();
 	shim_sock_put(r->s); /* the last reference closes the rsocket */
 	REAL(close)(r->lo);
 	REAL(close)(r->stop);
@@ -413,7 +393,7 @@ static void start(struct relay *r)
 		}
 }
 
-/* r joins the running relays (handover_mu held). */
+/* r joins the running relays (the handover lock held). */
 static void link_live(struct relay *r)
 {
 	r->next_live = live;
@@ -439,9 +419,9 @@ int shim_handover_now(int fd, struct shim_sock *s)
 	struct relay *r;
 	int err = -EBUSY;
 
-	pthread_mutex_lock(&handover_mu);
+	shim_sock_handover_lock();
 	if (__atomic_exchange_n(&s->handed, true, __ATOMIC_SEQ_CST)) {
-		pthread_mutex_unlock(&handover_mu); /* not ours to undo */
+		shim_sock_handover_unlock(); /* not ours to undo */
 		return -EBUSY;
 	}
 	/* state the loopback socket would not carry (shutdowns, a pending
@@ -458,13 +438,13 @@ int shim_handover_now(int fd, struct shim_sock *s)
 	}
 	if (err) {
 		__atomic_store_n(&s->handed, false, __ATOMIC_SEQ_CST);
-		pthread_mutex_unlock(&handover_mu);
+		shim_sock_handover_unlock();
 		return err;
 	}
 	r = pending;
 	pending = r->next;
 	link_live(r);
-	pthread_mutex_unlock(&handover_mu);
+	shim_sock_handover_unlock();
 	start(r);
 	return 0;
 }
@@ -478,7 +458,7 @@ static void shim_handover_parent(void)
 	pending = NULL;
 	for (struct relay *r = go; r; r = r->next)
 		link_live(r);
-	pthread_mutex_unlock(&handover_mu);
+	shim_sock_handover_unlock();
 	while (go) {
 		struct relay *r = go;
 
@@ -491,7 +471,7 @@ static void shim_handover_parent(void)
  * left unreferenced from here: never freed, their rsockets never closed). */
 static void shim_handover_fork_child(void)
 {
-	pthread_mutex_init(&handover_mu, NULL);
+	shim_sock_handover_reset();
 	for (struct relay *r = live; r; r = r->next_live) {
 		REAL(close)(r->lo);
 		REAL(close)(r->stop);

@@ -14,6 +14,7 @@
 #include "io_int.h"
 #include "log.h"
 #include "sock.h"
+#include "connect.h"
 #include "stats.h"
 #include "epoll_int.h"
 

@@ -14,6 +14,7 @@
 #include "epoll_int.h"
 #include "glue.h"
 #include "sock.h"
+#include "socket.h"
 #include "io_int.h"
 
 #include <limits.h>

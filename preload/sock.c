@@ -3,7 +3,6 @@
 #include "sock.h"
 #include "glue.h"
 #include "log.h"
-#include "epoll_int.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -118,6 +117,43 @@ struct shim_sock *shim_sock_new(int kind, int family)
 	return s;
 }
 
+int shim_fresh_conns;
+
+/*
+ * Held from a fork's prepare handler through the fork (the parent handler
+ * lets go, the child makes it anew): a call that finds its fresh sock
+ * being handed over waits here, then goes to the kernel fd the handover
+ * left.
+ */
+static pthread_mutex_t handover_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void shim_sock_handover_lock(void)
+{
+	pthread_mutex_lock(&handover_mu);
+}
+
+void shim_sock_handover_unlock(void)
+{
+	pthread_mutex_unlock(&handover_mu);
+}
+
+void shim_sock_handover_reset(void)
+{
+	pthread_mutex_init(&handover_mu, NULL);
+}
+
+bool shim_first_use_slow(struct shim_sock *s)
+{
+	bool ok;
+
+	pthread_mutex_lock(&handover_mu);
+	ok = !__atomic_load_n(&s->handed, __ATOMIC_SEQ_CST);
+	if (ok)
+		shim_sock_used(s);
+	pthread_mutex_unlock(&handover_mu);
+	return ok;
+}
+
 void shim_sock_attach(struct shim_sock *s, int kind, int rs)
 {
 	s->rs = rs;
@@ -133,16 +169,23 @@ void shim_sock_attach(struct shim_sock *s, int kind, int rs)
 
 /* The last reference went: the rsocket closes, the sock goes to the pool.
  * Out of line, so that shim_sock_put's common case sets up no frame. */
+static shim_sock_release_fn *release_ops[SHIM_SK_N];
+
+void shim_sock_on_release(int kind, shim_sock_release_fn *fn)
+{
+	release_ops[kind] = fn;
+}
+
 static __attribute__((noinline)) void sock_release(struct shim_sock *s)
 {
 	int e = errno; /* a caller's errno survives the last reference */
+	int kind = shim_kind(s);
 
 	shim_sock_used(s); /* uncounts a fresh one */
-	if (s->epset)
-		shim_epoll_free(s->epset);
-	if (shim_kind(s) == SHIM_SK_LISTEN) {
+	if (kind > 0 && kind < SHIM_SK_N && release_ops[kind])
+		release_ops[kind](s);
+	if (kind == SHIM_SK_LISTEN) {
 		/* counted from listen(), door or not */
-		shim_listen_door_shut(s);
 		__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 	} else if (s->rs >= 0) {
 		sg_close(s->rs);

@@ -35,7 +35,17 @@ enum shim_kind {
 			     * followed: so_error is the connect's error,
 			     * which the next call reports, as the kernel's
 			     * sock_error; then s is fail_kind */
+	SHIM_SK_N
 };
+
+/*
+ * What the room that owns a kind does when the last reference to a sock of
+ * that kind goes, before the sock returns to the pool (epoll.c: the set's
+ * registrations; socket.c: the listener's door).  Set by that room's start
+ * step (base/startup.h): the socket object never calls up into a family.
+ */
+typedef void shim_sock_release_fn(struct shim_sock *s);
+void shim_sock_on_release(int kind, shim_sock_release_fn *fn);
 /* Kinds whose readiness is emulated (poll, epoll) */
 #define SHIM_SK_EMUL ((1u << SHIM_SK_RDMA) | (1u << SHIM_SK_CONNECTING))
 /* Kinds whose data calls take the slow path (io.c) */
@@ -136,8 +146,6 @@ static inline bool shim_sock_is_sentinel(const struct shim_sock *s)
 
 /* Number of live RDMA and LISTEN socks: 0 keeps poll/select on libc. */
 extern int shim_rdma_socks;
-/* RDMA listeners alive (socket.c): rdma-core 44 copes with 3 at most. */
-extern int shim_live_listeners;
 
 struct shim_sock *shim_sock_new(int kind, int family);
 static inline void shim_sock_get(struct shim_sock *s)
@@ -179,7 +187,8 @@ static inline bool shim_sock_tryget(int fd, struct shim_sock *s,
 	shim_sock_put(s);
 	return false;
 }
-/* RDMA connections not used yet (handover.c): 0 keeps fork cheap. */
+/* RDMA connections not used yet (a fork hands them over: handover.c);
+ * 0 keeps fork cheap. */
 extern int shim_fresh_conns;
 /* s is being used: it is no longer one a fork hands over. */
 static inline void shim_sock_used(struct shim_sock *s)
@@ -192,9 +201,15 @@ static inline void shim_sock_used(struct shim_sock *s)
  * May a call that found s on its fd use s's rsocket?  Yes, except when a
  * fork's handover has taken (or is taking) s: the fd then names a kernel
  * socket, and the caller goes to the kernel with it.  Waits out a handover
- * in progress.  The first use of a fresh s marks it used.
+ * in progress (the handover lock, below).  The first use of a fresh s
+ * marks it used.
  */
 bool shim_first_use_slow(struct shim_sock *s);
+/* The handover lock: held by a fork's handover (handover.c) from before
+ * the fork through it; made anew in the child. */
+void shim_sock_handover_lock(void);
+void shim_sock_handover_unlock(void);
+void shim_sock_handover_reset(void);
 static inline bool shim_sock_usable(struct shim_sock *s)
 {
 	if (likely(!__atomic_load_n(&s->fresh, __ATOMIC_SEQ_CST) &&
@@ -210,62 +225,11 @@ static inline bool shim_sock_names(const struct shim_sock *s)
 }
 /* Make s an RDMA/LISTEN sock over rs (counts it in shim_rdma_socks). */
 void shim_sock_attach(struct shim_sock *s, int kind, int rs);
-/* The options of s that reach its rsocket (sockopt.c). */
-struct sg_sockopts shim_sock_opts(const struct shim_sock *s);
-/* An accepted connection inherits its listener's keepalive options, on its
- * kernel socket nfd too, as the kernel's accept does (sockopt.c). */
-void shim_sock_inherit(struct shim_sock *ns, int nfd,
-		       const struct shim_sock *ls);
-/* A listener's keepalive options from its kernel socket (sockopt.c). */
-void shim_sock_ka_load(struct shim_sock *s, int fd);
 
-/* Put s on fd (NULL clears), releasing a stale entry. */
-void shim_fd_install(int fd, struct shim_sock *s);
-/* fd, sock s, is about to be closed (close, fclose): wait out a fork's
- * handover of its connection (after it, fd names whatever the handover
- * left there), then forget fd before the real close lets the number be
- * reused. */
-static inline void shim_fd_forget(int fd, struct shim_sock *s)
-{
-	if (unlikely(shim_kind(s) == SHIM_SK_RDMA) &&
-	    shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA))) {
-		(void)shim_sock_usable(s);
-		shim_sock_put(s);
-	}
-	shim_fd_install(fd, NULL);
-}
-
-/* (socket.c) */
-/* newfd now refers to what oldfd refers to (the dup family, F_DUPFD). */
-void shim_fd_share(int oldfd, int newfd);
 /* fd -> sock with a reference held; NULL for fds the shim leaves alone. */
 struct shim_sock *shim_sock_ref(int fd);
 
-/* A call found s SHIM_SK_FAILED: the connect's error (cleared), or 0
- * when another call took it; s is of its next kind after it. */
-int shim_sock_take_failure(struct shim_sock *s);
-/* (connect.c) In a fork child, for each inherited socket s still
- * connecting: a connect under way in the parent is the parent's (s
- * answers from the kernel here). */
-void shim_connect_fork_child(struct shim_sock *s);
-
 enum { SHIM_DOOR_NONE, SHIM_DOOR_OPENING, SHIM_DOOR_OPEN, SHIM_DOOR_SHUT };
-void shim_listen_door_slow(struct shim_sock *s);
-/* A process is about to wait for connections on listener s: open its RDMA
- * door here if it has none yet. */
-static inline void shim_listen_door(struct shim_sock *s)
-{
-	if (s && shim_kind(s) == SHIM_SK_LISTEN &&
-	    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_NONE)
-		shim_listen_door_slow(s);
-}
-/* The door's accept queue fd, or -1 (no door: poll ignores the entry). */
-int shim_listen_qfd(struct shim_sock *s);
-/* Close the door for good (shutdown of the listener, fork child). */
-void shim_listen_door_shut(struct shim_sock *s);
-/* connect() to port on this host: open the door of our own listener on
- * that port first, if it has none yet (a program connecting to itself). */
-void shim_listen_door_port(uint16_t port);
 
 /*
  * The port of TCP port's RDMA twin: the rsocket listener a server opens and

@@ -8,6 +8,8 @@
 #include "glue.h"
 #include "log.h"
 #include "sock.h"
+#include "sockopt.h"
+#include "socket.h"
 #include "stats.h"
 #include "epoll_int.h"
 
@@ -331,6 +333,12 @@ void shim_listen_door_shut(struct shim_sock *s)
 		__atomic_store_n(&s->door, SHIM_DOOR_SHUT, __ATOMIC_SEQ_CST);
 	}
 }
+
+static void socket_start(void)
+{
+	shim_sock_on_release(SHIM_SK_LISTEN, shim_listen_door_shut);
+}
+SHIM_STARTUP(SOCKET, .start = socket_start);
 
 /* Shut the open doors of ours at RDMA port `port`; did one give way? */
 static bool door_give_way(uint16_t port)

@@ -16,6 +16,8 @@
 #include "io_int.h"
 #include "log.h"
 #include "sock.h"
+#include "sockopt.h"
+#include "socket.h"
 
 #include <linux/sockios.h>
 #include <netinet/tcp.h>

@@ -25,6 +25,7 @@
 #include "shim.h"
 #include "log.h"
 #include "sock.h"
+#include "socket.h"
 
 #include <stdarg.h>
 #include <string.h>

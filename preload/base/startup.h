@@ -18,8 +18,9 @@
 #define SHIM_STARTUP_LIST(X)                                                   \
 	X(STATS)    /* stats.c: the stats segment; a child starts without */   \
 	X(HANDOVER) /* handover.c: fresh connections handed over at fork */    \
-	X(EPOLL)    /* epoll.c: set locks held across fork */                  \
+	X(EPOLL)    /* epoll.c: set locks held across fork; a set's end */     \
 	X(CONNECT)  /* connect.c: the connect thread and its queue */          \
+	X(SOCKET)   /* socket.c: a listener's door shuts with its sock */      \
 	X(SOCK)	    /* sock.c: fd 2 watched; the sock pool (prepare last) */   \
 	X(GLUE)	    /* rsocket_glue: librdmacm's locks, caches, sleepers */    \
 	X(FORK)	    /* fork.c: a child disowns inherited RDMA (last) */

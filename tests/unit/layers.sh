@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The library's rooms only look down (README "Layout"): preload/base/ uses
-# nothing above it, rsocket_glue/ uses the base only, and every step of the
+# nothing above it, rsocket_glue/ uses the base only, the socket object
+# (preload/sock.c) the base and the glue only, and every step of the
 # start-up list (preload/base/startup.h) is registered exactly once.  Read
 # from the built objects (nm): a symbol an object needs that a room above
 # it defines is an arrow that runs back up.
@@ -34,6 +35,7 @@ done
 for o in "$B"/rsocket_glue/*.o; do
 	check "$o" rsocket_glue "$top"
 done
+check "$B/preload/sock.o" "the socket object" "$(defs $(ls "$B"/preload/*.o | grep -v '/sock\.o$'))"
 want=$(grep -cE '^[[:space:]]*X\([A-Z]+\)' "$ROOT/preload/base/startup.h")
 have=$(nm "$ROOT/liberdma_shim.so" | grep -c ' shim_startup_[A-Z]*$' || true)
 if [ "$want" != "$have" ]; then
@@ -41,4 +43,4 @@ if [ "$want" != "$have" ]; then
 	bad=1
 fi
 [ $bad = 0 ] || exit 1
-echo "RESULT: base uses no room above it, rsocket_glue the base only; $have start-up steps, each registered once"
+echo "RESULT: base uses no room above it, rsocket_glue the base only, the socket object base and glue only; $have start-up steps, each registered once"

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* socket.c: the fd-to-sock table's writers (socket, accept, dup, close)
+ * and the listener's RDMA door. */
+#ifndef SHIM_SOCKET_H
+#define SHIM_SOCKET_H
+
+#include "sock.h"
+
+/* Put s on fd (NULL clears), releasing a stale entry. */
+void shim_fd_install(int fd, struct shim_sock *s);
+/* fd, sock s, is about to be closed (close, fclose): wait out a fork's
+ * handover of its connection (after it, fd names whatever the handover
+ * left there), then forget fd before the real close lets the number be
+ * reused. */
+static inline void shim_fd_forget(int fd, struct shim_sock *s)
+{
+	if (unlikely(shim_kind(s) == SHIM_SK_RDMA) &&
+	    shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA))) {
+		(void)shim_sock_usable(s);
+		shim_sock_put(s);
+	}
+	shim_fd_install(fd, NULL);
+}
+/* newfd now refers to what oldfd refers to (the dup family, F_DUPFD). */
+void shim_fd_share(int oldfd, int newfd);
+
+/* RDMA listeners alive (socket.c): rdma-core 44 copes with 3 at most. */
+extern int shim_live_listeners;
+
+void shim_listen_door_slow(struct shim_sock *s);
+/* A process is about to wait for connections on listener s: open its RDMA
+ * door here if it has none yet. */
+static inline void shim_listen_door(struct shim_sock *s)
+{
+	if (s && shim_kind(s) == SHIM_SK_LISTEN &&
+	    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_NONE)
+		shim_listen_door_slow(s);
+}
+/* The door's accept queue fd, or -1 (no door: poll ignores the entry). */
+int shim_listen_qfd(struct shim_sock *s);
+/* Close the door for good (shutdown of the listener, fork child). */
+void shim_listen_door_shut(struct shim_sock *s);
+/* connect() to port on this host: open the door of our own listener on
+ * that port first, if it has none yet (a program connecting to itself). */
+void shim_listen_door_port(uint16_t port);
+
+#endif

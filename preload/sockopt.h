@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/* sockopt.c: the options of a sock that reach its rsocket. */
+#ifndef SHIM_SOCKOPT_H
+#define SHIM_SOCKOPT_H
+
+#include "sock.h"
+
+/* The options of s that reach its rsocket. */
+struct sg_sockopts shim_sock_opts(const struct shim_sock *s);
+/* An accepted connection inherits its listener's keepalive options, on its
+ * kernel socket nfd too, as the kernel's accept does. */
+void shim_sock_inherit(struct shim_sock *ns, int nfd,
+		       const struct shim_sock *ls);
+/* A listener's keepalive options from its kernel socket. */
+void shim_sock_ka_load(struct shim_sock *s, int fd);
+
+#endif
