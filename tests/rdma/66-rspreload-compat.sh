@@ -10,6 +10,9 @@ RSP=${RSPRELOAD:-$(ls /usr/lib/*/rsocket/librspreload.so 2>/dev/null | head -n 1
 [ -r "$RSP" ] || fail "librspreload.so not found (package librdmacm1 / rdma-core)"
 # Bounds: the shim's runs take seconds; librspreload's failures tend to be
 # hangs, each costing its whole bound (the test must fit 300 s in TCG).
+# A program that does not end on SIGTERM (iperf3's handler, itself inside
+# librspreload) gets SIGKILL 5 s later (timeout -k): once, a server that
+# never ended held the test's wait past its 300 s.
 T=${COMPAT_TIMEOUT:-90}
 TR=${COMPAT_TIMEOUT_RSP:-20}
 G=$ROOT/tests/rdma/lib/grpc_rdma.py
@@ -53,7 +56,7 @@ one() {
 	HOLD=$WORK/hold.$c.$who
 	"mk_$c"
 	# shellcheck disable=SC2086
-	env $pre timeout $T "${SRV[@]}" >"$WORK/$c.$who.srv" 2>&1 &
+	env $pre timeout -k 5 $T "${SRV[@]}" >"$WORK/$c.$who.srv" 2>&1 &
 	spid=$!
 	PIDS+=("$spid")
 	for ((i = 0; i < 200; i++)); do
@@ -68,7 +71,7 @@ one() {
 		return
 	fi
 	# shellcheck disable=SC2086
-	env $pre timeout $T "${CLI[@]}" >"$WORK/$c.$who.cli" 2>&1 &
+	env $pre timeout -k 5 $T "${CLI[@]}" >"$WORK/$c.$who.cli" 2>&1 &
 	cpid=$!
 	m=$(qps_until_held $spid $cpid "$WORK/$c.$who.cli" "$HOLD")
 	rc=0
