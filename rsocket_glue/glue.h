@@ -92,11 +92,9 @@ int sg_close(int rs);
 int sg_shutdown(int rs, int how);
 int sg_set_nonblock(int rs, bool nonblock);
 int sg_getsockname(int rs, struct sockaddr *addr, socklen_t *len);
-int sg_getpeername(int rs, struct sockaddr *addr, socklen_t *len);
 
 ssize_t sg_recv(int rs, void *buf, size_t len, int flags);
 ssize_t sg_send(int rs, const void *buf, size_t len, int flags);
-ssize_t sg_recvv(int rs, const struct iovec *iov, int iovcnt, int flags);
 ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags);
 
 /* rpoll over a mix of rsockets and kernel fds; timeout 0 or -1 only. */
@@ -123,7 +121,6 @@ int sg_listen_pollfd(int lrs);
 
 /* Socket options, mapped onto what rsockets can honour (opts.c). */
 int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len);
-int sg_getsockopt(int rs, int level, int name, void *val, socklen_t *len);
 /* Apply the ERDMA_SHIM_* tunables to a fresh rsocket (before connect/listen),
  * and the program's own buffer sizes where they are larger. */
 int sg_apply_tunables(int rs, const struct shim_config *c,

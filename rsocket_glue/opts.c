@@ -88,8 +88,3 @@ int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return r;
 }
-
-int sg_getsockopt(int rs, int level, int name, void *val, socklen_t *len)
-{
-	return (int)LIB_CALL(rgetsockopt(rs, level, name, val, len));
-}

@@ -738,11 +738,6 @@ int sg_getsockname(int rs, struct sockaddr *addr, socklen_t *len)
 	return (int)LIB_CALL(rgetsockname(rs, addr, len));
 }
 
-int sg_getpeername(int rs, struct sockaddr *addr, socklen_t *len)
-{
-	return (int)LIB_CALL(rgetpeername(rs, addr, len));
-}
-
 /*
  * Did rs's transport fail -- its QP's retries spent on a keepalive probe
  * or on data the peer never acknowledged -- with no end from its peer (no
@@ -799,14 +794,6 @@ ssize_t sg_recv(int rs, void *buf, size_t len, int flags)
 ssize_t sg_send(int rs, const void *buf, size_t len, int flags)
 {
 	return wr_gone(rs, LIB_CALL(rsend(rs, buf, len, flags)));
-}
-
-ssize_t sg_recvv(int rs, const struct iovec *iov, int iovcnt, int flags)
-{
-	struct msghdr m = {.msg_iov = (struct iovec *)iov,
-			   .msg_iovlen = (size_t)iovcnt};
-
-	return rd_gone(rs, LIB_CALL(rrecvmsg(rs, &m, flags)));
 }
 
 ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags)

@@ -429,11 +429,6 @@ const char *shim_mode_name(int mode)
 	return mode >= 0 && mode <= SHIM_MODE_REQUIRE ? modes[mode] : "?";
 }
 
-const char *shim_level_name(int level)
-{
-	return level >= 0 && level <= SHIM_LOG_DEBUG ? levels[level] : "?";
-}
-
 size_t shim_config_describe(const struct shim_config *c, char *buf, size_t len)
 {
 	struct shim_config d;

@@ -101,7 +101,6 @@ bool shim_config_allows(const struct shim_config *c, int family,
 extern struct shim_config shim_cfg; /* init.c: the process's settings */
 
 const char *shim_mode_name(int mode);
-const char *shim_level_name(int level);
 
 /* Render non-default settings as "NAME=value NAME=value" (for the banner). */
 size_t shim_config_describe(const struct shim_config *c, char *buf, size_t len);
