@@ -69,8 +69,10 @@ $(FLAGS_STAMP):
 	@mkdir -p $(B) && rm -f $(B)/flags.* && touch $@
 
 # Each object depends on the headers it includes, as the compiler lists
-# them (-MMD; -MP: a header that is gone does not break the build).
-DEPFLAGS = -MMD -MP -MF $@.d
+# them (-MMD; -MP: a header that is gone does not break the build).  The
+# lists are dot files beside their targets: a glob over the built test
+# programs (tests/run-all: build/tests/unit/test_*) must not find them.
+DEPFLAGS = -MMD -MP -MF $(dir $@).$(notdir $@).d
 $(B)/%.o: %.c Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) $(DEPFLAGS) -c -o $@ $<
@@ -271,4 +273,4 @@ format:
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_SRC)
 
--include $(addsuffix .d,$(LIB_OBJ) $(PROGS) $(UNITS) $(BENCHES) $(GRPC_RAW) $(CLI_OBJ))
+-include $(foreach t,$(LIB_OBJ) $(PROGS) $(UNITS) $(BENCHES) $(GRPC_RAW) $(CLI_OBJ),$(dir $(t)).$(notdir $(t)).d)
