@@ -264,17 +264,20 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 		return -1;
 	}
 	/* an RDMA connection's error, or a non-blocking connect's that
-	 * failed (connect.c, settle_tcp) */
-	if (level == SOL_SOCKET && name == SO_ERROR &&
-	    (shim_kind(s) == SHIM_SK_RDMA ||
-	     __atomic_load_n(&s->so_error, __ATOMIC_RELAXED))) {
+	 * failed (connect.c, settle_tcp); so_error is read under a
+	 * reference: without one s may be back in the pool */
+	if (level == SOL_SOCKET && name == SO_ERROR) {
 		int r;
 
 		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK_ANY)))
 			return getsockopt(fd, level, name, val, len);
-		r = so_error(s, val, len);
+		if (shim_kind(s) == SHIM_SK_RDMA ||
+		    __atomic_load_n(&s->so_error, __ATOMIC_RELAXED)) {
+			r = so_error(s, val, len);
+			shim_sock_put(s);
+			return (int)shim_ret(r);
+		}
 		shim_sock_put(s);
-		return (int)shim_ret(r);
 	}
 	return REAL(getsockopt)(fd, level, name, val, len);
 }
