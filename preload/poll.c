@@ -34,6 +34,7 @@ static inline bool rdma_in_use(void)
 struct held {
 	struct shim_sock **s, **stack;
 	struct pollfd *p, *pstack;
+	unsigned char *kind, *kstack;
 	nfds_t n;
 };
 
@@ -48,6 +49,8 @@ static void held_release(void *arg)
 		free(h->p);
 	if (h->s != h->stack)
 		free(h->s);
+	if (h->kind != h->kstack)
+		free(h->kind);
 }
 
 /* The sleep of poll_slow over h->p (n entries), or -errno. */
@@ -77,7 +80,9 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 {
 	struct pollfd stack[64], *p = stack;
 	struct shim_sock *held_stack[64], **held = held_stack;
-	struct held h = {.stack = held_stack, .pstack = stack};
+	unsigned char kind_stack[64], *kind = kind_stack;
+	struct held h = {
+	    .stack = held_stack, .pstack = stack, .kstack = kind_stack};
 	nfds_t n = 0, extra = 0, i;
 	bool rdma = false;
 	int r, count = 0, cs;
@@ -93,9 +98,11 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	if (nfds + extra > ARRAY_SIZE(stack)) {
 		p = malloc((nfds + extra) * sizeof(*p));
 		held = malloc(nfds * sizeof(*held));
-		if (!p || !held) {
+		kind = malloc(nfds);
+		if (!p || !held || !kind) {
 			free(p == stack ? NULL : p);
 			free(held == held_stack ? NULL : held);
+			free(kind == kind_stack ? NULL : kind);
 			return -ENOMEM;
 		}
 	}
@@ -103,20 +110,30 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	/* no cancellation while references are taken (a listener's door
 	 * opens in rsockets): only in the sleep, which has the cleanup */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	/*
+	 * Each entry's kind is read once, here, and kept: another thread
+	 * may close an fd and make a listener of its number, or listen() on
+	 * it, after the count above (the door's slot then has no room: the
+	 * entry is polled as the kernel listener it is), or while this
+	 * waits (the results below must read the slots filled here).
+	 */
 	for (i = 0; i < nfds; i++) {
 		struct shim_sock *s = shim_sock_ref(fds[i].fd);
 
 		held[i] = s;
+		kind[i] = s ? (unsigned char)shim_kind(s) : 0;
 		p[i] = fds[i];
 		p[i].revents = 0;
 		if (!s)
 			continue;
-		if (shim_kind(s) == SHIM_SK_RDMA) {
+		if (kind[i] == SHIM_SK_LISTEN && n == nfds + extra)
+			kind[i] = 0;
+		if (kind[i] == SHIM_SK_RDMA) {
 			p[i].fd = s->rs;
 			rdma = true;
-		} else if (shim_kind(s) == SHIM_SK_CONNECTING) {
+		} else if (kind[i] == SHIM_SK_CONNECTING) {
 			p[i].fd = -1; /* nothing is ready while it connects */
-		} else if (shim_kind(s) == SHIM_SK_LISTEN) {
+		} else if (kind[i] == SHIM_SK_LISTEN) {
 			if (fds[i].events & POLLIN)
 				shim_listen_door(s);
 			p[n] =
@@ -128,6 +145,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	pthread_setcancelstate(cs, NULL);
 	h.s = held;
 	h.p = p;
+	h.kind = kind;
 	h.n = nfds;
 	r = wait_holding(&h, n, rdma, timeout_ms, tmo, mask);
 	if (r >= 0) {
@@ -137,7 +155,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			short rev = p[i].revents;
 			struct shim_sock *s = held[i];
 
-			if (s && shim_kind(s) == SHIM_SK_RDMA) {
+			if (kind[i] == SHIM_SK_RDMA) {
 				short want = fds[i].events;
 
 				rev =
@@ -148,7 +166,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 						 : 0));
 				rev &= (short)(want | POLLERR | POLLHUP |
 					       POLLNVAL);
-			} else if (s && shim_kind(s) == SHIM_SK_LISTEN)
+			} else if (kind[i] == SHIM_SK_LISTEN)
 				rev |= p[x++].revents;
 			fds[i].revents = rev;
 			count += rev != 0;
