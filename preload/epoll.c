@@ -152,6 +152,8 @@ static struct ep_set *all_sets;
  */
 static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
 
+static void shim_epoll_free(struct ep_set *set);
+
 static void shim_epoll_fork_prepare(void)
 {
 	pthread_mutex_lock(&fork_mu);
@@ -407,6 +409,7 @@ static void shim_epoll_fork_child(void)
 		set->direct_waiters = 0;
 	}
 }
+
 /* The last reference to an epoll fd's sock went. */
 static void ep_release(struct shim_sock *s)
 {
@@ -429,7 +432,7 @@ SHIM_STARTUP(EPOLL, .start = ep_start, .prepare = shim_epoll_fork_prepare,
  * leaving with it (the fd's sock could be released while this still
  * pointed at it).
  */
-void shim_epoll_free(struct ep_set *set)
+static void shim_epoll_free(struct ep_set *set)
 {
 	struct ep_set **pp;
 

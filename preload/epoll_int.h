@@ -38,8 +38,6 @@ int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out);
 
 /* fd of epoll sock s is being closed, and s lives on in another fd. */
 void shim_epoll_fd_closing(struct shim_sock *s, int fd);
-/* An epoll fd's sock is being freed. */
-void shim_epoll_free(struct ep_set *set);
 
 /*
  * poll/select on an epoll fd whose registry has RDMA (or nested) fds: the

@@ -11,14 +11,9 @@
  * parent's connection is untouched.
  */
 #include "shim.h"
-#include "log.h"
 #include "sock.h"
 #include "connect.h"
 #include "socket.h"
-#include "glue.h"
-#include "epoll_int.h"
-
-#include <pthread.h>
 
 static void disown_inherited(void)
 {

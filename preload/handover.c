@@ -205,8 +205,8 @@ static int hand_over(int fd, struct shim_sock *s)
 
 /*
  * Claim s for a handover: handed is raised before fresh is taken, so a
- * call that sees fresh gone also sees handed, and waits (above).  A use
- * that came first keeps s.
+ * call that sees fresh gone also sees handed, and waits (sock.c,
+ * shim_first_use_slow).  A use that came first keeps s.
  */
 static bool claim(struct shim_sock *s)
 {

@@ -70,8 +70,8 @@ static void pool_poison(struct shim_sock *s, bool on)
 }
 #endif
 
-/* Held across fork by the forking thread (fork.c), so that no other
- * thread's half-done pool step is copied into the child. */
+/* Held across fork by the forking thread (base/startup.h), so that no
+ * other thread's half-done pool step is copied into the child. */
 static void shim_sock_fork_prepare(void)
 {
 	pool_lock();
@@ -86,6 +86,7 @@ static void shim_sock_fork_child(void)
 {
 	pool_busy = 0;
 }
+
 /* The log's fd is watched, so a close() or dup2() onto it is noticed. */
 static void sock_start(void)
 {
@@ -167,8 +168,6 @@ void shim_sock_attach(struct shim_sock *s, int kind, int rs)
 	__atomic_add_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 }
 
-/* The last reference went: the rsocket closes, the sock goes to the pool.
- * Out of line, so that shim_sock_put's common case sets up no frame. */
 static shim_sock_release_fn *release_ops[SHIM_SK_N];
 
 void shim_sock_on_release(int kind, shim_sock_release_fn *fn)
@@ -176,6 +175,8 @@ void shim_sock_on_release(int kind, shim_sock_release_fn *fn)
 	release_ops[kind] = fn;
 }
 
+/* The last reference went: the rsocket closes, the sock goes to the pool.
+ * Out of line, so that shim_sock_put's common case sets up no frame. */
 static __attribute__((noinline)) void sock_release(struct shim_sock *s)
 {
 	int e = errno; /* a caller's errno survives the last reference */

@@ -14,9 +14,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include <pthread.h>
-#include <sys/types.h>
-
 #include "base.h"
 #include "config.h"
 

@@ -73,7 +73,8 @@ static void find_steps(void)
 	for (p = __start_shim_startup; p && p < __stop_shim_startup; p++) {
 		if (p->order < 0 || p->order >= SHIM_STARTUP_N ||
 		    steps[p->order]) {
-			shim_err("start-up step %d registered twice", p->order);
+			shim_err("start-up step %d: unknown or twice",
+				 p->order);
 			continue;
 		}
 		steps[p->order] = p;
