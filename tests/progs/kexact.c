@@ -1216,6 +1216,66 @@ static void case_nbrefused(void)
 	close(t);
 }
 
+/*
+ * epoll_ctl(ADD) in one thread while another connects the same
+ * non-blocking socket: the registration sees the connection's state,
+ * whichever call comes first.  The kernel's reports the connection
+ * writable and nothing else; under the shim a registration that read the
+ * socket's kind just before the connect began stayed in the kernel's set,
+ * which saw an unconnected socket: OUT|HUP while the connection was being
+ * made.  The events are counted by kind over the rounds.
+ */
+struct ctl_race {
+	pthread_barrier_t go;
+	int ep, fd;
+};
+
+static void *ctl_race_add(void *arg)
+{
+	struct ctl_race *c = arg;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT,
+				 .data.fd = c->fd};
+
+	pthread_barrier_wait(&c->go);
+	epoll_ctl(c->ep, EPOLL_CTL_ADD, c->fd, &ev);
+	return NULL;
+}
+
+static void case_ctl_race(void)
+{
+	enum { ROUNDS = 30 };
+	int out = 0, other = 0, none = 0;
+	char eb[32] = "-";
+
+	for (int i = 0; i < ROUNDS; i++) {
+		struct ctl_race c = {.ep = epoll_create1(0)};
+		struct epoll_event got;
+		pthread_t th;
+		int s;
+
+		c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		pthread_barrier_init(&c.go, NULL, 2);
+		pthread_create(&th, NULL, ctl_race_add, &c);
+		pthread_barrier_wait(&c.go);
+		(void)connect(c.fd, (struct sockaddr *)&laddr, sizeof(laddr));
+		pthread_join(th, NULL);
+		pthread_barrier_destroy(&c.go);
+		if (epoll_wait(c.ep, &got, 1, 10000) != 1)
+			none++;
+		else if (got.events == EPOLLOUT)
+			out++;
+		else if (!other++)
+			evs((short)got.events, eb);
+		s = accept_wait();
+		if (s >= 0)
+			close(s);
+		close(c.fd);
+		close(c.ep);
+	}
+	say("%d rounds: OUT %d, nothing %d, other %d (first: %s)", ROUNDS, out,
+	    none, other, eb);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1228,6 +1288,7 @@ static const struct {
     {"timeo", case_timeo},	   {"syscall", case_syscall},
     {"fdopen", case_fdopen},	   {"splice", case_splice},
     {"nbconnect", case_nbconnect}, {"nbrefused", case_nbrefused},
+    {"ctl-race", case_ctl_race},
 };
 
 static void *watchdog(void *arg)
