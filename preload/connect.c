@@ -925,7 +925,8 @@ static int connect_async(int fd, struct shim_sock *s,
 	/* an earlier connect's eventfd, still watched: unread again */
 	if (s->settle_fd >= 0)
 		(void)eventfd_read(s->settle_fd, &(eventfd_t){0});
-	__atomic_store_n(&s->kind, SHIM_SK_CONNECTING, __ATOMIC_RELEASE);
+	/* seq_cst: pairs with an epoll_ctl ADD's (epoll.c, ctl_slow) */
+	__atomic_store_n(&s->kind, SHIM_SK_CONNECTING, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&settle_mu);
 	shim_epoll_sock_changed(s); /* its registrations are emulated */
 	__atomic_store_n(&c->ready, true, __ATOMIC_RELEASE);

@@ -506,7 +506,8 @@ static void move_to_rdma(struct ep_set *set, struct ep_reg **pp)
 
 void shim_epoll_sock_changed(struct shim_sock *s)
 {
-	if (__atomic_load_n(&s->ep_regs, __ATOMIC_ACQUIRE))
+	/* seq_cst: after the kind's store (an epoll_ctl ADD: ctl_slow) */
+	if (__atomic_load_n(&s->ep_regs, __ATOMIC_SEQ_CST))
 		for_each_reg_of(s, move_to_rdma);
 }
 
@@ -531,7 +532,8 @@ static void move_to_kernel(struct ep_set *set, struct ep_reg **pp)
 
 void shim_epoll_fell_back(struct shim_sock *s)
 {
-	if (__atomic_load_n(&s->ep_regs, __ATOMIC_ACQUIRE))
+	/* seq_cst: after the kind's store (an epoll_ctl ADD: ctl_slow) */
+	if (__atomic_load_n(&s->ep_regs, __ATOMIC_SEQ_CST))
 		for_each_reg_of(s, move_to_kernel);
 }
 
@@ -712,11 +714,15 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 		 * the kernel's goes with the file (ctl_add linked it first). */
 		if (!err && !__atomic_load_n(&s->fdrefs, __ATOMIC_SEQ_CST))
 			drop_reg(set, &set->regs);
-		/* So did the end of its connect, which may have looked for
-		 * registrations to move before this one was linked (seq_cst:
-		 * reg_link's ep_regs, the settle's kind). */
+		/* So did the start or the end of its connect, which may have
+		 * looked for registrations to move before this one was linked
+		 * (seq_cst: reg_link's ep_regs, then the kind here; the kind,
+		 * then ep_regs there): each mover is a no-op when the other
+		 * side moved it. */
 		else if (!err && !conn_kind(s))
 			move_to_kernel(set, &set->regs);
+		else if (!err)
+			move_to_rdma(set, &set->regs);
 	} else if (!pp)
 		err = -ENOENT;
 	else if (op == EPOLL_CTL_MOD)
