@@ -3,9 +3,9 @@
 # times while its threads stream over a connection to itself (checked byte
 # by byte) and make, use and close epoll fds; every child makes an epoll fd
 # and a socket and must exit within 60 s (one late past 10 s has its stack
-# shown).  A lock that another thread held
-# at the fork stays held in the child unless the shim makes it anew (it hung
-# 3 children in 2,000 here before the fork-child resets).  Without the shim
+# shown).  A lock that another thread held at the fork stays held in the
+# child unless the shim makes it anew (it hung 3 children in 2,000 here
+# before the fork-child resets).  Without the shim
 # and with it: the same two lines.  tests/rdma/46-forkstorm.sh runs it over
 # RDMA.
 set -eu

@@ -174,17 +174,36 @@ static void show_hung(pid_t pid)
 			fclose(f);
 	}
 	snprintf(spid, sizeof(spid), "%d", (int)pid);
-	pid_t g = fork();
+	/* The environment without LD_PRELOAD is made here: the fork child of
+	 * a threaded process calls only what is async-signal-safe. */
+	size_t ne = 0, k = 0;
+
+	while (environ[ne])
+		ne++;
+	char **env = calloc(ne + 1, sizeof(*env));
+
+	for (size_t i = 0; env && i < ne; i++)
+		if (strncmp(environ[i], "LD_PRELOAD=", 11))
+			env[k++] = environ[i];
+	pid_t g = env ? fork() : -1;
 
 	if (g == 0) {
-		unsetenv("LD_PRELOAD");
+		char *const argv[] = {"gdb",
+				      "-nx",
+				      "-batch",
+				      "-p",
+				      spid,
+				      "-ex",
+				      "thread apply all bt",
+				      NULL};
+
 		dup2(2, 1);
-		execlp("gdb", "gdb", "-nx", "-batch", "-p", spid, "-ex",
-		       "thread apply all bt", (char *)NULL);
+		execvpe("gdb", argv, env);
 		_exit(127);
 	}
 	if (g > 0)
 		waitpid(g, NULL, 0);
+	free(env);
 }
 
 /* Wait for pid up to ms milliseconds: true if it ended (status in *st). */
