@@ -98,6 +98,26 @@ static inline uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* qsort's comparison for uint64_t. */
+static inline int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted array of nanoseconds, in us. */
+static inline double pct_us(const uint64_t *v, size_t n, double p)
+{
+	size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999);
+
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return (double)v[rank - 1] / 1e3;
+}
+
 /* This process's user and system CPU time so far, in microseconds. */
 static inline void cpu_us(uint64_t *user, uint64_t *sys)
 {

@@ -109,13 +109,6 @@ static int server(const char *addr, const char *port, int argc, char **argv)
 	}
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* One round: a byte out on each busy fd, a byte back from each. */
 static void round_trip(const int *fds, int busy)
 {
@@ -172,7 +165,7 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 		round_trip(fds, (int)busy);
 		t = now_ns();
 		if (rounds < cap)
-			lat[rounds] = (t - t1) / 1000;
+			lat[rounds] = t - t1;
 		rounds++;
 	}
 	{
@@ -180,16 +173,18 @@ static int client(const char *addr, const char *port, int argc, char **argv)
 		uint64_t n = rounds < cap ? rounds : cap;
 		double rts = (double)rounds * (double)busy / el;
 
+		double p50, p99;
+
 		qsort(lat, n, sizeof(*lat), cmp_u64);
+		p50 = pct_us(lat, n, 50);
+		p99 = pct_us(lat, n, 99);
 		printf("%s: conns %ld busy %ld: %.0f round trips/s, round "
-		       "p50 %llu us p99 %llu us\n",
-		       prog, conns, busy, rts, (unsigned long long)lat[n / 2],
-		       (unsigned long long)lat[n * 99 / 100]);
+		       "p50 %.0f us p99 %.0f us\n",
+		       prog, conns, busy, rts, p50, p99);
 		if (json)
 			printf("{\"conns\": %ld, \"busy\": %ld, \"rt_per_s\": "
-			       "%.1f, \"p50_us\": %llu, \"p99_us\": %llu}\n",
-			       conns, busy, rts, (unsigned long long)lat[n / 2],
-			       (unsigned long long)lat[n * 99 / 100]);
+			       "%.1f, \"p50_us\": %.0f, \"p99_us\": %.0f}\n",
+			       conns, busy, rts, p50, p99);
 	}
 	for (long i = 0; i < conns; i++)
 		close(fds[i]);

@@ -131,25 +131,6 @@ static int run_server(const char *addr, const char *port, int argc, char **argv)
 
 /* ---- client ---- */
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of a sorted array, in microseconds. */
-static double pct_us(const uint64_t *v, size_t n, double p)
-{
-	size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999);
-
-	if (rank < 1)
-		rank = 1;
-	if (rank > n)
-		rank = n;
-	return (double)v[rank - 1] / 1e3;
-}
-
 static int run_client(const char *addr, const char *port, int argc, char **argv)
 {
 	uint64_t size = 0, iters = 0, warmup = 1000, done = 0, cap, gap_us = 0;
