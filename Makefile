@@ -82,9 +82,16 @@ $(LIB): $(LIB_OBJ) preload/liberdma_shim.map
 
 # Test programs: plain socket programs (they must not know about the shim),
 # plus a few that use rsockets directly to validate the test bed.
-$(B)/tests/progs/%: tests/progs/%.c Makefile $(FLAGS_STAMP)
+# Each is linked with testlib.o, the helpers they share (tests/lib).
+TESTLIB := $(B)/tests/lib/testlib.o
+
+$(TESTLIB): tests/lib/testlib.c Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -o $@ $< -lrdmacm -libverbs -lpthread
+	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -c -o $@ $<
+
+$(B)/tests/progs/%: tests/progs/%.c $(TESTLIB) Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests/lib $(DEPFLAGS) -o $@ $< $(TESTLIB) -lrdmacm -libverbs -lpthread
 
 # secure_env is linked against the shim itself (DT_NEEDED, absolute rpath):
 # the loader ignores LD_PRELOAD paths for setuid programs (tests/host/81).
@@ -266,11 +273,11 @@ clean:
 
 # Every C file of ours; format-check runs in make test (tests/unit/format.sh).
 FORMAT_SRC = $(wildcard preload/*.[ch] preload/base/*.[ch] preload/cli/*.c rsocket_glue/*.[ch] \
-	tests/progs/*.[ch] tests/unit/*.c bench/*.[ch] bench/grpc_raw/*.c)
+	tests/progs/*.[ch] tests/progs/*/*.[ch] tests/lib/*.[ch] tests/unit/*.c bench/*.[ch] bench/grpc_raw/*.c)
 format:
 	clang-format -i $(FORMAT_SRC)
 
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_SRC)
 
--include $(foreach t,$(LIB_OBJ) $(PROGS) $(UNITS) $(BENCHES) $(GRPC_RAW) $(CLI_OBJ),$(dir $(t)).$(notdir $(t)).d)
+-include $(foreach t,$(LIB_OBJ) $(TESTLIB) $(PROGS) $(UNITS) $(BENCHES) $(GRPC_RAW) $(CLI_OBJ),$(dir $(t)).$(notdir $(t)).d)

@@ -25,11 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void die(const char *what)
-{
-	fprintf(stderr, "cycles: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
+#include "testlib.h"
 
 static int count_fds(void)
 {
@@ -38,7 +34,7 @@ static int count_fds(void)
 	int n = 0;
 
 	if (!d)
-		die("opendir");
+		tl_die("opendir");
 	while ((e = readdir(d)))
 		n += e->d_name[0] != '.';
 	closedir(d);
@@ -51,7 +47,7 @@ static long rss_kib(void)
 	FILE *f = fopen("/proc/self/statm", "r");
 
 	if (!f || fscanf(f, "%ld %ld", &pages, &resident) != 2)
-		die("statm");
+		tl_die("statm");
 	fclose(f);
 	return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
@@ -102,7 +98,7 @@ int main(int argc, char **argv)
 		       2;
 	n = atoi(argv[4]);
 	if (getaddrinfo(argv[2], argv[3], &hints, &ai))
-		die("getaddrinfo");
+		tl_die("getaddrinfo");
 	if (!strcmp(argv[1], "server")) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
@@ -110,7 +106,7 @@ int main(int argc, char **argv)
 
 		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (bind(l, ai->ai_addr, ai->ai_addrlen) || listen(l, 64))
-			die("listen");
+			tl_die("listen");
 		getsockname(l, (struct sockaddr *)&ss, &len);
 		printf("ready %u\n",
 		       ntohs(((struct sockaddr_in *)&ss)->sin_port));
@@ -119,7 +115,7 @@ int main(int argc, char **argv)
 			int c = accept(l, NULL, NULL);
 
 			if (c < 0 || full(c, buf, 8, 0) || full(c, buf, 8, 1))
-				die("serve");
+				tl_die("serve");
 			close(c);
 		}
 		printf("server: served %d connections\n", n);
@@ -145,12 +141,12 @@ int main(int argc, char **argv)
 		}
 		fd = socket(ai->ai_family, SOCK_STREAM, 0);
 		if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen))
-			die("connect");
+			tl_die("connect");
 		memcpy(buf, &i, sizeof(i));
 		memset(buf + sizeof(i), 'x', 8 - sizeof(i));
 		if (full(fd, buf, 8, 1) || full(fd, buf, 8, 0) ||
 		    memcmp(buf, &i, sizeof(i)))
-			die("echo");
+			tl_die("echo");
 		close(fd);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transcript.h"
+#include "testlib.h"
 
 static const char *role = "?";
 
@@ -45,16 +45,8 @@ static void say(const char *c, const char *fmt, ...)
 
 	snprintf(tag, sizeof(tag), "%s-%s", role, c);
 	va_start(ap, fmt);
-	tx_vsay(tag, fmt, ap);
+	tl_vsay(tag, fmt, ap);
 	va_end(ap);
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static const char *dur(long long ms)
@@ -111,7 +103,7 @@ static const char *get1(int fd, char want, char *buf)
 	ssize_t r = recv(fd, buf, 1, 0);
 
 	if (r < 0)
-		return en(errno);
+		return tl_en(errno);
 	if (r == 0)
 		return "EOF";
 	buf[1] = 0;
@@ -125,7 +117,7 @@ static const char *get1(int fd, char want, char *buf)
  */
 static void wait_acked(int fd)
 {
-	long long end = now_ms() + 5000;
+	long long end = tl_now_ms() + 5000;
 	struct tcp_info ti;
 	socklen_t l;
 
@@ -135,7 +127,7 @@ static void wait_acked(int fd)
 		    !ti.tcpi_unacked)
 			break;
 		nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
-	} while (now_ms() < end);
+	} while (tl_now_ms() < end);
 	printf("armed\n");
 	fflush(stdout);
 }
@@ -143,18 +135,18 @@ static void wait_acked(int fd)
 /* The read after the cut: it must end, with the keepalive's error. */
 static void last_read(int fd)
 {
-	long long t0 = now_ms();
+	long long t0 = tl_now_ms();
 	char b[2];
 	ssize_t r = recv(fd, b, 1, 0);
 	int e = errno;
 
 	say("cut", "recv -> %s after %s",
-	    r < 0    ? en(e)
+	    r < 0    ? tl_en(e)
 	    : r == 0 ? "EOF"
 		     : "data",
-	    dur(now_ms() - t0));
+	    dur(tl_now_ms() - t0));
 	printf("FIGURE: %s's read ended %lld ms after it began\n", role,
-	       now_ms() - t0);
+	       tl_now_ms() - t0);
 	fflush(stdout);
 }
 
@@ -224,10 +216,10 @@ static int client(const char *addr, int port, int idle, int intvl, int cnt,
 	show_ka("options", fd);
 	say("first", "recv -> %s", get1(fd, 'a', b));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = recv(fd, b, 1, 0);
 	say("idle", "recv with a 3 s timeout -> %s after %s",
-	    r < 0 ? en(errno) : "data", dur(now_ms() - t0));
+	    r < 0 ? tl_en(errno) : "data", dur(tl_now_ms() - t0));
 	send(fd, "b", 1, MSG_NOSIGNAL);
 	say("echo", "recv after the idle time -> %s", get1(fd, 'c', b));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));

@@ -42,7 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transcript.h"
+#include "testlib.h"
 
 static struct sockaddr_in laddr;
 static int lfd = -1;
@@ -54,16 +54,8 @@ static void say(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	tx_vsay(cur, fmt, ap);
+	tl_vsay(cur, fmt, ap);
 	va_end(ap);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static const char *dur(int64_t ms)
@@ -81,17 +73,9 @@ static const char *dur(int64_t ms)
 static const char *rstr(long r, char *buf, size_t len)
 {
 	if (r < 0)
-		return en(errno);
+		return tl_en(errno);
 	snprintf(buf, len, "%ld", r);
 	return buf;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 /* ---- connections to ourselves ---------------------------------------- */
@@ -115,14 +99,14 @@ static int mkpair(struct pair *p)
 	p->c = socket(AF_INET, SOCK_STREAM, 0);
 	if (p->c < 0 ||
 	    connect(p->c, (struct sockaddr *)&laddr, sizeof(laddr)) < 0) {
-		say("pair: connect: %s", en(errno));
+		say("pair: connect: %s", tl_en(errno));
 		if (p->c >= 0)
 			close(p->c);
 		return -1;
 	}
 	p->s = accept_wait();
 	if (p->s < 0) {
-		say("pair: accept: %s", en(errno));
+		say("pair: accept: %s", tl_en(errno));
 		close(p->c);
 		return -1;
 	}
@@ -190,7 +174,7 @@ static timer_t thread_timer(int period_ms)
 
 	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
 	if (timer_create(CLOCK_MONOTONIC, &sev, &t) < 0) {
-		say("timer_create: %s", en(errno));
+		say("timer_create: %s", tl_en(errno));
 		exit(1);
 	}
 	timer_settime(t, 0, &its, NULL);
@@ -212,14 +196,14 @@ static void *later_main(void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	sleep_ms(l->delay_ms);
+	tl_sleep_ms(l->delay_ms);
 	if (l->conn) {
 		l->fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (connect(l->fd, (struct sockaddr *)&laddr, sizeof(laddr)) <
 		    0)
-			say("later: connect: %s", en(errno));
+			say("later: connect: %s", tl_en(errno));
 	} else if (send(l->fd, l->msg, strlen(l->msg), MSG_NOSIGNAL) < 0) {
-		say("later: send: %s", en(errno));
+		say("later: send: %s", tl_en(errno));
 	}
 	return NULL;
 }
@@ -259,7 +243,7 @@ static void pending_one(const char *what, int fd, int ep)
 	catch (SIGUSR1, 0);
 	pthread_sigmask(SIG_BLOCK, &block, NULL);
 	raise(SIGUSR1);
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	if (!strcmp(what, "epoll_pwait")) {
 		struct epoll_event ev;
 
@@ -278,7 +262,7 @@ static void pending_one(const char *what, int fd, int ep)
 		r = pselect(fd + 1, &rd, NULL, NULL, &ts, &empty);
 	}
 	say("%s, SIGUSR1 pending, empty mask -> %d %s after %s, handler ran %s",
-	    what, r, r < 0 ? en(errno) : "-", dur(now_ms() - t0),
+	    what, r, r < 0 ? tl_en(errno) : "-", dur(tl_now_ms() - t0),
 	    handled ? "yes" : "no");
 	pthread_sigmask(SIG_UNBLOCK, &block, NULL);
 	uncatch(SIGUSR1);
@@ -326,10 +310,10 @@ static void restart_recv(const char *what, int flags, int rcvtimeo_ms)
 	catch (SIGALRM, flags);
 	later_start(&l, p.c, "x", 500);
 	t = thread_timer(50);
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = recv(p.s, buf, sizeof(buf), 0);
 	say("recv, %s, peer writes after 0.5 s -> %s after %s, interrupted %s",
-	    what, rstr(r, n, sizeof(n)), dur(now_ms() - t0),
+	    what, rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0),
 	    handled ? "yes" : "no");
 	timer_delete(t);
 	uncatch(SIGALRM);
@@ -347,11 +331,11 @@ static void restart_accept(void)
 	catch (SIGALRM, SA_RESTART);
 	later_connect(&l, 500);
 	t = thread_timer(50);
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	fd = accept(lfd, NULL, NULL);
 	say("accept, SA_RESTART, peer connects after 0.5 s -> %s after %s, "
 	    "interrupted %s",
-	    fd >= 0 ? "fd" : en(errno), dur(now_ms() - t0),
+	    fd >= 0 ? "fd" : tl_en(errno), dur(tl_now_ms() - t0),
 	    handled ? "yes" : "no");
 	timer_delete(t);
 	uncatch(SIGALRM);
@@ -428,17 +412,18 @@ static void case_hup_out(void)
 	say("full window, epoll OUT only -> %d", r);
 	close(p.s);
 	p.s = -1;
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = epoll_wait(ep, &got, 1, 5000);
 	say("peer closed with data unread: epoll_wait(OUT only) -> %d %s after "
 	    "%s",
 	    r, r > 0 ? ev_str(got.events, b1, sizeof(b1)) : "-",
-	    dur(now_ms() - t0));
+	    dur(tl_now_ms() - t0));
 	pf = (struct pollfd){.fd = p.c, .events = POLLOUT};
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = poll(&pf, 1, 5000);
 	say("poll(POLLOUT only) -> %d %s after %s", r,
-	    ev_str((uint32_t)pf.revents, b1, sizeof(b1)), dur(now_ms() - t0));
+	    ev_str((uint32_t)pf.revents, b1, sizeof(b1)),
+	    dur(tl_now_ms() - t0));
 	pf = (struct pollfd){.fd = p.c, .events = 0};
 	r = poll(&pf, 1, 5000);
 	say("poll(no events) -> %d %s", r,
@@ -461,7 +446,7 @@ static void case_shut_rd(void)
 	send(p.c, "hello", 5, 0);
 	wait_readable(p.s);
 	say("shutdown(SHUT_RD) -> %s",
-	    shutdown(p.s, SHUT_RD) ? en(errno) : "ok");
+	    shutdown(p.s, SHUT_RD) ? tl_en(errno) : "ok");
 	r = recv(p.s, buf, sizeof(buf), 0);
 	say("recv with 5 bytes queued -> %s", rstr(r, n, sizeof(n)));
 	r = recv(p.s, buf, sizeof(buf), 0);
@@ -484,20 +469,21 @@ static void case_recv0(void)
 	say("recv(0, MSG_DONTWAIT), nothing queued -> %s",
 	    rstr(r, n, sizeof(n)));
 	later_start(&l, p.c, "ab", 300);
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = recv(p.s, buf, 0, 0);
 	say("blocking recv(0), 2 bytes after 0.3 s -> %s after %s",
-	    rstr(r, n, sizeof(n)), dur(now_ms() - t0));
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0));
 	later_join(&l);
 	wait_readable(p.s);
 	r = recv(p.s, buf, 0, 0);
 	say("recv(0), 2 bytes queued -> %s", rstr(r, n, sizeof(n)));
 	later_start(&l, p.c, "cd", 300);
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = recv(p.s, buf, 4, MSG_PEEK | MSG_WAITALL);
 	say("recv(4, PEEK|WAITALL), 2 queued, 2 more after 0.3 s -> %s "
 	    "\"%.*s\" after %s",
-	    rstr(r, n, sizeof(n)), r > 0 ? (int)r : 0, buf, dur(now_ms() - t0));
+	    rstr(r, n, sizeof(n)), r > 0 ? (int)r : 0, buf,
+	    dur(tl_now_ms() - t0));
 	later_join(&l);
 	r = recv(p.s, buf, 4, MSG_WAITALL);
 	say("then recv(4, WAITALL) -> %s \"%.*s\"", rstr(r, n, sizeof(n)),
@@ -516,7 +502,7 @@ static void *drip_main(void *arg)
 	struct drip *d = arg;
 
 	for (int i = 0; i < 10; i++) {
-		sleep_ms(100);
+		tl_sleep_ms(100);
 		send(d->fd, "z", 1, MSG_NOSIGNAL);
 	}
 	return NULL;
@@ -537,20 +523,20 @@ static void case_timeo(void)
 	setsockopt(p.s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	d.fd = p.c;
 	pthread_create(&d.th, NULL, drip_main, &d);
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = recv(p.s, buf, 10, MSG_WAITALL);
 	say("recv(10, WAITALL), SO_RCVTIMEO 0.3 s, a byte every 0.1 s -> %s "
 	    "after %s",
 	    r > 0 && r < 10 ? "part" : rstr(r, n, sizeof(n)),
-	    dur(now_ms() - t0));
+	    dur(tl_now_ms() - t0));
 	pthread_join(d.th, NULL);
 	unpair(&p);
 
 	setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	fd = accept(lfd, NULL, NULL);
 	say("accept, SO_RCVTIMEO 0.3 s, nobody connects -> %s after %s",
-	    fd >= 0 ? "fd" : en(errno), dur(now_ms() - t0));
+	    fd >= 0 ? "fd" : tl_en(errno), dur(tl_now_ms() - t0));
 	if (fd >= 0)
 		close(fd);
 	tv = (struct timeval){0, 0};
@@ -569,7 +555,7 @@ static int listener2(struct sockaddr_in *a)
 	a->sin_port = 0;
 	if (bind(l, (struct sockaddr *)a, sizeof(*a)) < 0 || listen(l, 8) < 0 ||
 	    getsockname(l, (struct sockaddr *)a, &len) < 0)
-		say("listener2: %s", en(errno));
+		say("listener2: %s", tl_en(errno));
 	p = (struct pollfd){.fd = l, .events = POLLIN};
 	poll(&p, 1, 0);
 	return l;
@@ -595,31 +581,31 @@ static void case_lclose(void)
 			c[i] = socket(AF_INET, SOCK_STREAM, 0);
 			r = connect(c[i], (struct sockaddr *)&a, sizeof(a));
 			say("connect %d to a listener that never accepts -> %s",
-			    i, r ? en(errno) : "ok");
+			    i, r ? tl_en(errno) : "ok");
 			setsockopt(c[i], SOL_SOCKET, SO_RCVTIMEO, &tv,
 				   sizeof(tv));
 		}
 		if (how)
 			say("shutdown(listener) -> %s",
-			    shutdown(l, SHUT_RDWR) ? en(errno) : "ok");
+			    shutdown(l, SHUT_RDWR) ? tl_en(errno) : "ok");
 		else
 			close(l);
 		for (int i = 0; i < 2; i++) {
-			t0 = now_ms();
+			t0 = tl_now_ms();
 			r = recv(c[i], buf, sizeof(buf), 0);
 			say("%s: queued client %d's recv -> %s after %s",
 			    how ? "shutdown" : "close", i,
 			    r == 0 || (r < 0 && errno == ECONNRESET) ? "ended"
-			    : r < 0				     ? en(errno)
-								     : "data",
-			    dur(now_ms() - t0));
+			    : r < 0 ? tl_en(errno)
+				    : "data",
+			    dur(tl_now_ms() - t0));
 			close(c[i]);
 		}
 		if (how) {
 			c[0] = socket(AF_INET, SOCK_STREAM, 0);
 			r = connect(c[0], (struct sockaddr *)&a, sizeof(a));
 			say("connect after shutdown -> %s",
-			    r ? en(errno) : "ok");
+			    r ? tl_en(errno) : "ok");
 			close(c[0]);
 			close(l);
 		}
@@ -673,13 +659,13 @@ static void cancel_in(const char *what, void *(*fn)(void *))
 	arg[1] = epoll_create1(EPOLL_CLOEXEC);
 	epoll_ctl(arg[1], EPOLL_CTL_ADD, p.s, &ev);
 	pthread_create(&th, NULL, fn, arg);
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	pthread_cancel(th);
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += 3;
 	r = pthread_timedjoin_np(th, NULL, &dl);
 	say("cancel a thread blocked in %s -> %s after %s", what,
-	    r ? "not joined" : "joined", dur(now_ms() - t0));
+	    r ? "not joined" : "joined", dur(tl_now_ms() - t0));
 	close(arg[1]);
 	close(p.s);
 	p.s = -1;
@@ -718,19 +704,19 @@ static void case_cancel(void)
 	if (mkpair(&p1) || mkpair(&p2))
 		return;
 	pthread_create(&th, NULL, recv_main, &p1.s);
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	pthread_cancel(th);
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += 3;
 	r = pthread_timedjoin_np(th, NULL, &dl);
 	say("cancel a thread blocked in recv -> %s after %s",
-	    r ? "not joined" : "joined", dur(now_ms() - t0));
+	    r ? "not joined" : "joined", dur(tl_now_ms() - t0));
 	later_start(&l, p2.c, "x", 500);
 	c0 = cpu_ms();
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = recv(p2.s, buf, sizeof(buf), 0);
 	say("then another recv, data after 0.5 s -> %s after %s, CPU %s",
-	    rstr(r, n, sizeof(n)), dur(now_ms() - t0),
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0),
 	    cpu_ms() - c0 < 250 ? "idle" : "busy");
 	later_join(&l);
 	close(p1.s);
@@ -764,12 +750,13 @@ static void case_epdup(void)
 	ep = epoll_create1(0);
 	epoll_ctl(ep, EPOLL_CTL_ADD, p.s, &ev);
 	ep2 = fcntl(ep, F_DUPFD_CLOEXEC, 0);
-	say("fcntl(epfd, F_DUPFD_CLOEXEC) -> %s", ep2 >= 0 ? "fd" : en(errno));
+	say("fcntl(epfd, F_DUPFD_CLOEXEC) -> %s",
+	    ep2 >= 0 ? "fd" : tl_en(errno));
 	later_start(&l, p.c, "x", 300);
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = epoll_wait(ep2, &got, 1, 3000);
 	say("epoll_wait on the copy, data after 0.3 s -> %d after %s", r,
-	    dur(now_ms() - t0));
+	    dur(tl_now_ms() - t0));
 	later_join(&l);
 	close(ep);
 	r = epoll_wait(ep2, &got, 1, 0);
@@ -787,9 +774,9 @@ static bool asleep_in_wait(pid_t tid)
 	static const long waits[] = {SYS_poll, SYS_ppoll, SYS_epoll_wait,
 				     SYS_epoll_pwait, 441 /* epoll_pwait2 */};
 	char path[64], st[512];
-	int64_t end = now_ms() + 10000;
+	int64_t end = tl_now_ms() + 10000;
 
-	while (now_ms() < end) {
+	while (tl_now_ms() < end) {
 		FILE *f;
 		char *p;
 		long nr = -1;
@@ -827,12 +814,12 @@ static void *epclose_main(void *arg)
 {
 	struct epclose *e = arg;
 	struct epoll_event ev[4];
-	int64_t t0 = now_ms();
+	int64_t t0 = tl_now_ms();
 
 	__atomic_store_n(&e->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	e->n = epoll_wait(e->ep, ev, 4, 3000);
 	e->err = errno;
-	e->ms = now_ms() - t0;
+	e->ms = tl_now_ms() - t0;
 	for (int i = 0; i < e->n; i++)
 		e->data[i] = ev[i].data.u64;
 	return NULL;
@@ -887,33 +874,19 @@ static void case_epclose(void)
 	send(p.c, "x", 1, MSG_NOSIGNAL);
 	pthread_join(th, NULL);
 	say("data on its connection: the waiter -> %d %s after %s", e.n,
-	    e.n < 0 ? en(e.err) : tags(e.data, e.n, b, sizeof(b)), dur(e.ms));
+	    e.n < 0 ? tl_en(e.err) : tags(e.data, e.n, b, sizeof(b)),
+	    dur(e.ms));
 	r = epoll_wait(ep2, got, 4, 0);
 	for (int i = 0; i < r; i++)
 		d[i] = got[i].data.u64;
 	say("the new epoll fd -> %d %s", r,
-	    r < 0 ? en(errno) : tags(d, r, b, sizeof(b)));
+	    r < 0 ? tl_en(errno) : tags(d, r, b, sizeof(b)));
 	close(ep2);
 	close(efd);
 	unpair(&p);
 }
 
 /* ---- ways around the socket API -------------------------------------- */
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ULL;
-	return h;
-}
-
-static void pattern(unsigned char *p, size_t n, unsigned seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (unsigned char)((i * 131 + seed) >> 3);
-}
 
 /* libc's syscall() with the socket calls' numbers. */
 static void case_syscall(void)
@@ -957,7 +930,7 @@ static void case_syscall(void)
 static void case_fdopen(void)
 {
 	char line[64], n[24];
-	uint64_t hw = 14695981039346656037ULL, hr = hw;
+	uint64_t hw = TL_FNV0, hr = hw;
 	struct pair p;
 	FILE *fc, *fs;
 	int got = 0;
@@ -967,7 +940,7 @@ static void case_fdopen(void)
 	fc = fdopen(p.c, "r+");
 	fs = fdopen(p.s, "r+");
 	if (!fc || !fs) {
-		say("fdopen -> %s", en(errno));
+		say("fdopen -> %s", tl_en(errno));
 		unpair(&p);
 		return;
 	}
@@ -975,28 +948,28 @@ static void case_fdopen(void)
 	    fileno(fc) == p.c && fileno(fs) == p.s ? "yes" : "no");
 	for (int i = 0; i < 200; i++) {
 		snprintf(line, sizeof(line), "line %d of the client\n", i);
-		hw = fnv(hw, line, strlen(line));
+		hw = tl_fnv(hw, line, strlen(line));
 		fputs(line, fc);
 	}
 	fflush(fc);
 	say("shutdown(SHUT_WR) of the client's fd -> %s",
-	    shutdown(p.c, SHUT_WR) ? en(errno) : "ok");
+	    shutdown(p.c, SHUT_WR) ? tl_en(errno) : "ok");
 	while (fgets(line, sizeof(line), fs)) {
-		hr = fnv(hr, line, strlen(line));
+		hr = tl_fnv(hr, line, strlen(line));
 		got++;
 	}
 	say("server's fgets: %d lines, %s, then %s", got,
 	    hr == hw ? "same bytes" : "DIFFERENT bytes",
-	    feof(fs) ? "EOF" : en(errno));
+	    feof(fs) ? "EOF" : tl_en(errno));
 	fprintf(fs, "%d lines\n", got);
 	fflush(fs);
 	if (fgets(line, sizeof(line), fc))
 		say("client's fgets -> \"%.*s\"", (int)strcspn(line, "\n"),
 		    line);
 	else
-		say("client's fgets -> nothing (%s)", en(errno));
+		say("client's fgets -> nothing (%s)", tl_en(errno));
 	say("fclose both -> %s",
-	    fclose(fc) == 0 && fclose(fs) == 0 ? "ok" : en(errno));
+	    fclose(fc) == 0 && fclose(fs) == 0 ? "ok" : tl_en(errno));
 	(void)n;
 }
 
@@ -1013,7 +986,7 @@ static void case_splice(void)
 
 	if (mkpair(&p) || pipe(pp) < 0)
 		return;
-	pattern(out, SZ, 7);
+	tl_pattern(out, SZ, 7);
 	/* client -> server socket -> pipe -> buffer */
 	while (done < SZ) {
 		size_t w = SZ - done < 65536 ? SZ - done : 65536;
@@ -1036,7 +1009,7 @@ static void case_splice(void)
 	    done == SZ && !memcmp(in, out, SZ) ? "same bytes" : "DIFFERENT",
 	    r < 0 ? ", then " : "", r < 0 ? rstr(r, n, sizeof(n)) : "");
 	/* buffer -> pipe -> server socket -> client */
-	pattern(out, SZ, 11);
+	tl_pattern(out, SZ, 11);
 	memset(in, 0, SZ);
 	for (done = 0; done < SZ;) {
 		size_t w = SZ - done < 65536 ? SZ - done : 65536;
@@ -1114,16 +1087,16 @@ static void case_nbconnect(void)
 	char c;
 
 	ip[3] = ip[3] == 99 ? 98 : 99; /* no such host on the bed's link */
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = connect(b, (struct sockaddr *)&hole, sizeof(hole));
 	say("connect to a peer that never answers -> %s, %s",
-	    rstr(r, n, sizeof(n)), dur(now_ms() - t0));
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0));
 	ev.data.fd = g;
 	epoll_ctl(ep, EPOLL_CTL_ADD, g, &ev); /* before its connect */
-	t0 = now_ms();
+	t0 = tl_now_ms();
 	r = connect(g, (struct sockaddr *)&laddr, sizeof(laddr));
 	say("connect to the listener -> %s, %s", rstr(r, n, sizeof(n)),
-	    dur(now_ms() - t0));
+	    dur(tl_now_ms() - t0));
 	r = (int)recv(b, &c, 1, 0);
 	say("pending: recv -> %s", rstr(r, n, sizeof(n)));
 	r = (int)send(b, "x", 1, 0);
@@ -1165,10 +1138,10 @@ static void case_nbconnect(void)
 	{
 		struct pollfd p = {.fd = b, .events = POLLOUT};
 
-		t0 = now_ms();
+		t0 = tl_now_ms();
 		r = poll(&p, 1, 300);
 		say("unanswered after 300 ms more: poll -> %d %s, %s", r,
-		    evs(p.revents, eb), dur(now_ms() - t0));
+		    evs(p.revents, eb), dur(tl_now_ms() - t0));
 	}
 	close(b);
 	close(g);
@@ -1194,7 +1167,7 @@ static void case_nbrefused(void)
 	a.sin_port = 0; /* a port held without listening: nobody answers */
 	if (bind(t, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    getsockname(t, (struct sockaddr *)&a, &len) < 0) {
-		say("bind: %s", en(errno));
+		say("bind: %s", tl_en(errno));
 		return;
 	}
 	r = connect(s, (struct sockaddr *)&a, sizeof(a));

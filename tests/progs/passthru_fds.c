@@ -53,6 +53,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
@@ -63,13 +65,13 @@ static const char *tag = "main";
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
+	char prefix[16];
 	va_list ap;
 
-	printf("[%s] ", tag);
+	snprintf(prefix, sizeof(prefix), "[%s] ", tag);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	tl_vline(prefix, fmt, ap);
 	va_end(ap);
-	putchar('\n');
 }
 
 #define CHECK(cond, ...)                                                       \
@@ -77,9 +79,7 @@ static void say(const char *fmt, ...)
 		if (!(cond)) {                                                 \
 			int e_ = errno;                                        \
 			printf("FAIL [%s] %s:%d: %s (errno %s): ", tag,        \
-			       __func__, __LINE__, #cond,                      \
-			       strerrorname_np(e_) ? strerrorname_np(e_)       \
-						   : "0");                     \
+			       __func__, __LINE__, #cond, tl_en(e_));          \
 			printf(__VA_ARGS__);                                   \
 			putchar('\n');                                         \
 			failures++;                                            \
@@ -88,33 +88,8 @@ static void say(const char *fmt, ...)
 
 static void die(const char *what)
 {
-	printf("FAIL [%s] fatal: %s: %s\n", tag, what, strerror(errno));
-	fflush(stdout);
+	tl_line("FAIL ", "[%s] fatal: %s: %s", tag, what, strerror(errno));
 	exit(2);
-}
-
-static const char *ename(int e)
-{
-	const char *n = strerrorname_np(e);
-
-	return e == 0 ? "0" : n ? n : "E?";
-}
-
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = (unsigned char)(x >> 24);
-	}
-}
-
-static int is_open(int fd)
-{
-	return fcntl(fd, F_GETFD) >= 0 || errno != EBADF;
 }
 
 /* ---------------------------------------------------------------- sockets */
@@ -322,7 +297,7 @@ static void high_fds(void)
 		int r = fcntl(t, F_GETFD);
 
 		say("%s: after close: fcntl -> %d %s", targets[i].what, r,
-		    ename(errno));
+		    tl_en(errno));
 		close(srv);
 	}
 
@@ -397,7 +372,7 @@ static int all_closed(int first, int n)
 	int all = 1;
 
 	for (int i = 0; i < n; i++)
-		all &= !is_open(first + i);
+		all &= !tl_fd_open(first + i);
 	return all;
 }
 
@@ -441,7 +416,7 @@ static void ranges(void)
 
 	errno = 0;
 	r = close_range(10, 5, 0);
-	say("close_range(10, 5): %d %s", r, ename(errno));
+	say("close_range(10, 5): %d %s", r, tl_en(errno));
 
 	if (hi) {
 		pairs_at(lfd, &la, 66010, 4, peers);
@@ -540,7 +515,7 @@ static void natural_high(void)
 	CHECK(!close_range((unsigned)first_filler, (unsigned)last_filler, 0),
 	      "close fillers");
 	say("fillers closed: %d",
-	    !is_open(first_filler) && !is_open(last_filler));
+	    !tl_fd_open(first_filler) && !tl_fd_open(last_filler));
 	close(lfd);
 }
 
@@ -675,7 +650,7 @@ static void stream_check(int from, int to, size_t n, uint64_t seed,
 
 	if (!data || !rx)
 		die("malloc");
-	fill(data, n, seed);
+	tl_pattern(data, n, seed);
 	if (pthread_create(&th, NULL, sink_main, &k))
 		die("pthread_create");
 	sent = send_mix(from, data, n) == 0;
@@ -719,7 +694,7 @@ static void stream_into(int fd, int peer, size_t n, uint64_t seed,
 
 	if (!data || !rx)
 		die("malloc");
-	fill(data, n, seed);
+	tl_pattern(data, n, seed);
 	s.data = data;
 	if (pthread_create(&th, NULL, sender_main, &s))
 		die("pthread_create");
@@ -795,7 +770,7 @@ static int activated_child(int backend_port)
 
 		if (!data)
 			return 14;
-		fill(data, 200000, 31);
+		tl_pattern(data, 200000, 31);
 		if (send_mix(conn, data, 200000))
 			return 15;
 		free(data);
@@ -841,7 +816,7 @@ static void activated_parent(const char *self)
 
 		if (!data || !rx)
 			die("malloc");
-		fill(data, 200000, 31);
+		tl_pattern(data, 200000, 31);
 		got = read_all(c, rx, 200000 + 65536);
 		int same = got == 200000 && !memcmp(rx, data, 200000);
 		int shimtext = memmem(rx, got, "liberdma_shim", 13) != NULL;
@@ -953,8 +928,8 @@ int main(int argc, char **argv)
 		fd2_sockets();
 	} else if (!strcmp(mode, "preclosed")) {
 		tag = "fd2";
-		say("fd 2 closed at start: %s", is_open(2) ? "no" : "yes");
-		CHECK(!is_open(2),
+		say("fd 2 closed at start: %s", tl_fd_open(2) ? "no" : "yes");
+		CHECK(!tl_fd_open(2),
 		      "fd 2 must be closed at start (run with 2>&-)");
 		fd2_sockets();
 	} else if (!strcmp(mode, "fclose-file")) {

@@ -46,6 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 static int failures;
 static const char *tag = "--"; /* "v4" or "v6" */
 static int fam;		       /* AF_INET or AF_INET6 */
@@ -54,13 +56,13 @@ static int fam;		       /* AF_INET or AF_INET6 */
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
+	char prefix[16];
 	va_list ap;
 
-	printf("[%s] ", tag);
+	snprintf(prefix, sizeof(prefix), "[%s] ", tag);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	tl_vline(prefix, fmt, ap);
 	va_end(ap);
-	putchar('\n');
 }
 
 #define CHECK(cond, ...)                                                       \
@@ -68,9 +70,7 @@ static void say(const char *fmt, ...)
 		if (!(cond)) {                                                 \
 			int e_ = errno;                                        \
 			printf("FAIL [%s] %s:%d: %s (errno %s): ", tag,        \
-			       __func__, __LINE__, #cond,                      \
-			       strerrorname_np(e_) ? strerrorname_np(e_)       \
-						   : "0");                     \
+			       __func__, __LINE__, #cond, tl_en(e_));          \
 			printf(__VA_ARGS__);                                   \
 			putchar('\n');                                         \
 			failures++;                                            \
@@ -80,45 +80,11 @@ static void say(const char *fmt, ...)
 /* Hard failure of a helper: nothing sensible can follow. */
 static void die(const char *what)
 {
-	printf("FAIL [%s] fatal: %s: %s\n", tag, what, strerror(errno));
-	fflush(stdout);
+	tl_line("FAIL ", "[%s] fatal: %s: %s", tag, what, strerror(errno));
 	exit(2);
 }
 
-static const char *ename(int e)
-{
-	const char *n = strerrorname_np(e);
-
-	return e == 0 ? "0" : n ? n : "E?";
-}
-
 /* ---------------------------------------------------------------- data */
-
-/* Deterministic bytes: a xorshift stream seeded per buffer. */
-static void fill(unsigned char *p, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = (unsigned char)(x >> 24);
-	}
-}
-
-/* FNV-1a 64, continued from h (start with FNV_INIT). */
-#define FNV_INIT 0xcbf29ce484222325ull
-static uint64_t fnv(uint64_t h, const void *buf, size_t n)
-{
-	const unsigned char *p = buf;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
 
 /* ---------------------------------------------------------------- sockets */
 
@@ -277,7 +243,7 @@ static size_t drain_hash(int fd, uint64_t *h)
 	static __thread unsigned char buf[65536];
 	size_t total = 0;
 
-	*h = FNV_INIT;
+	*h = TL_FNV0;
 	for (;;) {
 		ssize_t r = read(fd, buf, sizeof(buf));
 
@@ -290,7 +256,7 @@ static size_t drain_hash(int fd, uint64_t *h)
 		}
 		if (r <= 0)
 			break;
-		*h = fnv(*h, buf, (size_t)r);
+		*h = tl_fnv(*h, buf, (size_t)r);
 		total += (size_t)r;
 	}
 	return total;
@@ -343,11 +309,6 @@ static int fd_flags(int fd, int *fl, int *fdfl)
 	return *fl < 0 || *fdfl < 0 ? -1 : 0;
 }
 
-static int is_open(int fd)
-{
-	return fcntl(fd, F_GETFD) >= 0 || errno != EBADF;
-}
-
 /* ---------------------------------------------------------------- scenarios */
 
 /* getsockname/getpeername, socket options that describe the socket. */
@@ -394,11 +355,11 @@ static void sec_names(void)
 		errno = 0;
 		v = getpeername(lfd, (struct sockaddr *)&x.ss, &x.len);
 		say("names: getpeername(listener) -> %d %s", v,
-		    ename(v ? errno : 0));
+		    tl_en(v ? errno : 0));
 	}
 	errno = 0;
 	v = getsockname(-1, NULL, NULL);
-	say("names: getsockname(-1) -> %d %s", v, ename(errno));
+	say("names: getsockname(-1) -> %d %s", v, tl_en(errno));
 	{
 		int pfd[2];
 
@@ -408,7 +369,7 @@ static void sec_names(void)
 		x.len = sizeof(x.ss);
 		errno = 0;
 		v = getsockname(pfd[0], (struct sockaddr *)&x.ss, &x.len);
-		say("names: getsockname(pipe) -> %d %s", v, ename(errno));
+		say("names: getsockname(pipe) -> %d %s", v, tl_en(errno));
 		close(pfd[0]);
 		close(pfd[1]);
 	}
@@ -460,7 +421,7 @@ static void sec_names(void)
 	say("sockopt SO_SNDBUF set 65536 -> get %d", v);
 	errno = 0;
 	v = getsockopt(cli, SOL_SOCKET, 12345, buf, &vl);
-	say("sockopt unknown name -> %d %s", v, ename(errno));
+	say("sockopt unknown name -> %d %s", v, tl_en(errno));
 
 	/* the pair works */
 	CHECK(write_all(cli, "ping", 4) == 0, "write");
@@ -494,8 +455,8 @@ static void sec_nbconnect(void)
 	again = connect(fd, (struct sockaddr *)&la.ss, la.len);
 	say("nonblocking connect: %s, epoll %d event %s, SO_ERROR=%s, connect "
 	    "again -> %d %s",
-	    ename(e), r, r == 1 ? ev_name(out[0].events, b1, sizeof(b1)) : "-",
-	    ename(soerr), again, ename(again ? errno : 0));
+	    tl_en(e), r, r == 1 ? ev_name(out[0].events, b1, sizeof(b1)) : "-",
+	    tl_en(soerr), again, tl_en(again ? errno : 0));
 	CHECK(soerr == 0, "SO_ERROR 0");
 	{
 		int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -530,14 +491,14 @@ static void sec_nbconnect(void)
 	sl = sizeof(soerr2);
 	CHECK(!getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr2, &sl), "SO_ERROR");
 	say("refused nonblocking connect: %s, poll %d %s, SO_ERROR=%s then %s",
-	    ename(r ? e : 0), pr, poll_name(p.revents, b2, sizeof(b2)),
-	    ename(soerr), ename(soerr2));
+	    tl_en(r ? e : 0), pr, poll_name(p.revents, b2, sizeof(b2)),
+	    tl_en(soerr), tl_en(soerr2));
 	CHECK(soerr == ECONNREFUSED, "ECONNREFUSED");
 	close(fd);
 	fd = socket(fam, SOCK_STREAM, 0);
 	errno = 0;
 	r = connect(fd, (struct sockaddr *)&dead.ss, dead.len);
-	say("refused blocking connect: %d %s", r, ename(errno));
+	say("refused blocking connect: %d %s", r, tl_en(errno));
 	CHECK(r == -1 && errno == ECONNREFUSED, "blocking ECONNREFUSED");
 	close(fd);
 	close(hold);
@@ -546,11 +507,11 @@ static void sec_nbconnect(void)
 	fd = socket(fam, SOCK_STREAM, 0);
 	errno = 0;
 	r = connect(fd, (struct sockaddr *)&la.ss, 3);
-	say("connect with addrlen 3: %d %s", r, ename(errno));
+	say("connect with addrlen 3: %d %s", r, tl_en(errno));
 	close(fd);
 	errno = 0;
 	r = connect(0, (struct sockaddr *)&la.ss, la.len);
-	say("connect on stdin (not a socket): %d %s", r, ename(errno));
+	say("connect on stdin (not a socket): %d %s", r, tl_en(errno));
 	close(lfd);
 }
 
@@ -563,7 +524,7 @@ static void sec_accept(void)
 
 	errno = 0;
 	s[0] = accept(lfd, NULL, NULL);
-	say("accept on empty non-blocking listener: %d %s", s[0], ename(errno));
+	say("accept on empty non-blocking listener: %d %s", s[0], tl_en(errno));
 	CHECK(s[0] == -1 && (errno == EAGAIN || errno == EWOULDBLOCK),
 	      "EAGAIN");
 	for (int i = 0; i < 4; i++)
@@ -600,15 +561,15 @@ static void sec_accept(void)
 		ssize_t r = recv(s[0], &c, 1, 0);
 
 		say("recv on idle accept4(SOCK_NONBLOCK) socket: %zd %s", r,
-		    ename(errno));
+		    tl_en(errno));
 	}
 	errno = 0;
 	int bad = accept4(lfd, NULL, NULL, 0x7fff0000);
 
-	say("accept4 with bogus flags: %d %s", bad, ename(errno));
+	say("accept4 with bogus flags: %d %s", bad, tl_en(errno));
 	errno = 0;
 	bad = accept(0, NULL, NULL);
-	say("accept on stdin: %d %s", bad, ename(errno));
+	say("accept on stdin: %d %s", bad, tl_en(errno));
 	for (int i = 0; i < 4; i++) {
 		close(cli[i]);
 		close(s[i]);
@@ -634,7 +595,7 @@ static void sec_epoll_et(void)
 	CHECK(!epoll_ctl(ep, EPOLL_CTL_ADD, srv, &ev), "EPOLL_CTL_ADD");
 	errno = 0;
 	n = epoll_ctl(ep, EPOLL_CTL_ADD, srv, &ev);
-	say("epoll_ctl ADD twice: %d %s", n, ename(errno));
+	say("epoll_ctl ADD twice: %d %s", n, tl_en(errno));
 
 	n = epoll_wait(ep, out, 8, 5000);
 	say("ET initial: %d event(s) %s data-ok=%d", n,
@@ -647,7 +608,7 @@ static void sec_epoll_et(void)
 		size_t want = (size_t)edge * 700, got = 0;
 		ssize_t r;
 
-		fill(buf, want, (uint64_t)edge);
+		tl_pattern(buf, want, (uint64_t)edge);
 		CHECK(send(cli, buf, want, 0) == (ssize_t)want, "send");
 		n = epoll_wait(ep, out, 8, 5000);
 		say("ET edge %d: %d event(s) %s", edge, n,
@@ -655,7 +616,7 @@ static void sec_epoll_et(void)
 		while ((r = read(srv, buf, sizeof(buf))) > 0)
 			got += (size_t)r;
 		say("ET edge %d: read %zu bytes then %s", edge, got,
-		    ename(r < 0 ? errno : 0));
+		    tl_en(r < 0 ? errno : 0));
 		CHECK(got == want && r < 0 && errno == EAGAIN,
 		      "read until EAGAIN");
 		n = epoll_wait(ep, out, 8, 0);
@@ -690,7 +651,7 @@ static void sec_epoll_et(void)
 		size_t got;
 		ssize_t r;
 
-		fill(buf, 1000, 9);
+		tl_pattern(buf, 1000, 9);
 		CHECK(send(cli, buf, 1000, 0) == 1000, "send");
 		n = epoll_wait(ep, out, 8, 5000);
 		r = read(srv, buf, 100);
@@ -718,7 +679,7 @@ static void sec_epoll_et(void)
 		int outs;
 
 		set_nonblock(cli, 1);
-		fill(buf, sizeof(buf), 77);
+		tl_pattern(buf, sizeof(buf), 77);
 		ev.events = EPOLLOUT | EPOLLET;
 		ev.data.u32 = 5;
 		CHECK(!epoll_ctl(ep2, EPOLL_CTL_ADD, cli, &ev), "ADD cli");
@@ -801,7 +762,7 @@ static void sec_epoll_et(void)
 		CHECK(read_n(srv, buf, 1) == 1, "read");
 		errno = 0;
 		a = epoll_ctl(ep, EPOLL_CTL_DEL, srv, NULL);
-		say("EPOLL_CTL_DEL again: %d %s", a, ename(errno));
+		say("EPOLL_CTL_DEL again: %d %s", a, tl_en(errno));
 	}
 
 	/* peer half-closes: IN|RDHUP, then read() == 0 */
@@ -831,16 +792,16 @@ static void sec_iov(void)
 	size_t ssz[3] = {10, 1000, 70000}, dsz[4] = {7, 500, 50000, 20503};
 	struct iovec siov[3], riov[4];
 	struct msghdr sm = {0}, rm = {0};
-	uint64_t hs = FNV_INIT, hr = FNV_INIT;
+	uint64_t hs = TL_FNV0, hr = TL_FNV0;
 	ssize_t w, r;
 	char peek[16];
 
 	tcp_pair(lfd, &la, &cli, &srv);
 	for (int i = 0; i < 3; i++) {
-		fill(src[i], ssz[i], 100u + (unsigned)i);
+		tl_pattern(src[i], ssz[i], 100u + (unsigned)i);
 		siov[i].iov_base = src[i];
 		siov[i].iov_len = ssz[i];
-		hs = fnv(hs, src[i], ssz[i]);
+		hs = tl_fnv(hs, src[i], ssz[i]);
 	}
 	for (int i = 0; i < 4; i++) {
 		riov[i].iov_base = dst[i];
@@ -855,7 +816,7 @@ static void sec_iov(void)
 	rm.msg_iovlen = 4;
 	r = recvmsg(srv, &rm, MSG_WAITALL);
 	for (int i = 0; i < 4; i++)
-		hr = fnv(hr, dst[i], dsz[i]);
+		hr = tl_fnv(hr, dst[i], dsz[i]);
 	say("sendmsg 3 iovecs -> %zd; recvmsg MSG_WAITALL 4 iovecs -> %zd "
 	    "flags=%d; same bytes=%d",
 	    w, r, rm.msg_flags, hs == hr);
@@ -898,13 +859,13 @@ static void sec_iov(void)
 	errno = 0;
 	w = sendto(cli, "q", 1, 0, (struct sockaddr *)&la.ss, la.len);
 	say("sendto with address on connected TCP: %zd %s", w,
-	    ename(w < 0 ? errno : 0));
+	    tl_en(w < 0 ? errno : 0));
 	if (w == 1)
 		CHECK(read_n(srv, peek, 1) == 1, "read");
 	/* MSG_DONTWAIT on an empty blocking socket */
 	errno = 0;
 	r = recv(srv, peek, sizeof(peek), MSG_DONTWAIT);
-	say("recv MSG_DONTWAIT on empty socket: %zd %s", r, ename(errno));
+	say("recv MSG_DONTWAIT on empty socket: %zd %s", r, tl_en(errno));
 	/* zero-length send and recv */
 	say("send 0 bytes -> %zd", send(cli, peek, 0, 0));
 	close(cli);
@@ -942,7 +903,7 @@ static void sec_sendfile(void)
 
 	if (!data)
 		die("malloc");
-	fill(data, fsize, 555);
+	tl_pattern(data, fsize, 555);
 	ffd = mkstemp(path);
 	if (ffd < 0)
 		die("mkstemp");
@@ -983,8 +944,8 @@ static void sec_sendfile(void)
 	say("sendfile at EOF: %zd", sendfile(cli, ffd, &off, 100));
 	CHECK(!shutdown(cli, SHUT_WR), "shutdown");
 	pthread_join(th, NULL);
-	want =
-	    fnv(fnv(fnv(FNV_INIT, data, fsize), data, 1000), data + 1000, 24);
+	want = tl_fnv(tl_fnv(tl_fnv(TL_FNV0, data, fsize), data, 1000),
+		      data + 1000, 24);
 	say("sendfile receiver: %zu bytes, hash %s", rd.n,
 	    rd.h == want ? "matches" : "DIFFERS");
 	CHECK(rd.n == fsize + 1024 && rd.h == want, "sendfile data");
@@ -1021,7 +982,7 @@ static void sec_dup(void)
 	const int hi2 = 300, hi3 = 301;
 
 	tcp_pair(lfd, &la, &cli, &srv);
-	CHECK(!is_open(hi2) && !is_open(hi3), "fds %d/%d free", hi2, hi3);
+	CHECK(!tl_fd_open(hi2) && !tl_fd_open(hi3), "fds %d/%d free", hi2, hi3);
 	d1 = dup(cli);
 	d2 = dup2(cli, hi2);
 	d3 = dup3(cli, hi3, O_CLOEXEC);
@@ -1057,7 +1018,7 @@ static void sec_dup(void)
 	say("after the last copy closed the peer reads %zd", r);
 	errno = 0;
 	r = write(d2, "x", 1);
-	say("write through the closed dup2 target: %zd %s", r, ename(errno));
+	say("write through the closed dup2 target: %zd %s", r, tl_en(errno));
 	close(srv);
 
 	/* dup2 over a live socket closes it (its peer sees EOF) */
@@ -1082,10 +1043,10 @@ static void sec_dup(void)
 	}
 	errno = 0;
 	d1 = dup2(hi2, hi3);
-	say("dup2 of a closed fd: %d %s", d1, ename(errno));
+	say("dup2 of a closed fd: %d %s", d1, tl_en(errno));
 	errno = 0;
 	d1 = dup3(lfd, lfd, 0);
-	say("dup3 with same fds: %d %s", d1, ename(errno));
+	say("dup3 with same fds: %d %s", d1, tl_en(errno));
 	close(lfd);
 }
 
@@ -1314,7 +1275,7 @@ static void sec_shutdown(void)
 	    (int)got, buf);
 	errno = 0;
 	n = send(cli, "x", 1, MSG_NOSIGNAL);
-	say("send after own SHUT_WR: %zd %s", n, ename(errno));
+	say("send after own SHUT_WR: %zd %s", n, tl_en(errno));
 	CHECK(!shutdown(srv, SHUT_RDWR), "SHUT_RDWR");
 	n = read(cli, buf, sizeof(buf));
 	say("peer SHUT_RDWR: read -> %zd", n);
@@ -1327,20 +1288,20 @@ static void sec_shutdown(void)
 	say("own SHUT_RD: recv -> %zd", n);
 	errno = 0;
 	r = shutdown(cli, 17);
-	say("shutdown(how=17): %d %s", r, ename(errno));
+	say("shutdown(how=17): %d %s", r, tl_en(errno));
 	close(cli);
 	close(srv);
 
 	errno = 0;
 	r = shutdown(lfd, SHUT_RDWR);
-	say("shutdown on a listener: %d %s", r, ename(r ? errno : 0));
+	say("shutdown on a listener: %d %s", r, tl_en(r ? errno : 0));
 	{
 		int u = socket(fam, SOCK_STREAM, 0);
 
 		errno = 0;
 		r = shutdown(u, SHUT_WR);
 		say("shutdown on an unconnected socket: %d %s", r,
-		    ename(errno));
+		    tl_en(errno));
 		close(u);
 	}
 	close(lfd);
@@ -1358,15 +1319,15 @@ static void sec_ctl(void)
 	set_nonblock(srv, 1);
 	errno = 0;
 	n = read(srv, buf, 10);
-	say("O_NONBLOCK via fcntl: read -> %zd %s", n, ename(errno));
+	say("O_NONBLOCK via fcntl: read -> %zd %s", n, tl_en(errno));
 	set_nonblock(srv, 0);
 	CHECK(!ioctl(srv, FIONBIO, &on), "FIONBIO");
 	errno = 0;
 	n = recv(srv, buf, 10, 0);
-	say("FIONBIO: recv -> %zd %s", n, ename(errno));
+	say("FIONBIO: recv -> %zd %s", n, tl_en(errno));
 	on = 0;
 	CHECK(!ioctl(srv, FIONBIO, &on), "FIONBIO off");
-	fill(buf, 1234, 3);
+	tl_pattern(buf, 1234, 3);
 	CHECK(write_all(cli, buf, 1234) == 0, "write");
 	for (int i = 0; i < 2000; i++) {
 		if (!ioctl(srv, FIONREAD, &q) && q == 1234)
@@ -1394,7 +1355,7 @@ static void sec_ctl(void)
 			  (t1.tv_nsec - t0.tv_nsec) / 1000000;
 
 		say("SO_RCVTIMEO 100 ms: read -> %zd %s, waited >= 90 ms: %d",
-		    n, ename(errno), ms >= 90);
+		    n, tl_en(errno), ms >= 90);
 	}
 	/* SO_LINGER 0: close sends a reset */
 	{
@@ -1410,7 +1371,7 @@ static void sec_ctl(void)
 		n = read(srv, buf, 10);
 		say("peer closed with SO_LINGER 0: poll %s, read -> %zd %s",
 		    poll_name(rev, nm, sizeof(nm)), n,
-		    ename(n < 0 ? errno : 0));
+		    tl_en(n < 0 ? errno : 0));
 	}
 	close(srv);
 	close(lfd);
@@ -1437,7 +1398,7 @@ static void *echo_main(void *arg)
 	close(lfd);
 	set_nonblock(cli, 1);
 	set_nonblock(srv, 1);
-	j->sent_h = j->back_h = FNV_INIT;
+	j->sent_h = j->back_h = TL_FNV0;
 	j->back = 0;
 	size_t chunk = 0, chunk_off = 0;
 	unsigned char echo_buf[65536];
@@ -1459,8 +1420,8 @@ static void *echo_main(void *arg)
 				chunk = j->bytes - sent < sizeof(out)
 					    ? j->bytes - sent
 					    : sizeof(out);
-				fill(out, chunk, seed++);
-				j->sent_h = fnv(j->sent_h, out, chunk);
+				tl_pattern(out, chunk, seed++);
+				j->sent_h = tl_fnv(j->sent_h, out, chunk);
 				chunk_off = 0;
 			}
 			ssize_t w =
@@ -1492,7 +1453,7 @@ static void *echo_main(void *arg)
 			ssize_t r = recv(cli, tmp, sizeof(tmp), 0);
 
 			if (r > 0) {
-				j->back_h = fnv(j->back_h, tmp, (size_t)r);
+				j->back_h = tl_fnv(j->back_h, tmp, (size_t)r);
 				j->back += (size_t)r;
 			} else if (r == 0) {
 				break;
@@ -1685,7 +1646,7 @@ static void sec_udp(void)
 	say("udp: connected send -> peer got %zd \"%.4s\"", r, buf);
 	errno = 0;
 	r = recv(u2, buf, sizeof(buf), 0);
-	say("udp: recv on empty non-blocking socket: %zd %s", r, ename(errno));
+	say("udp: recv on empty non-blocking socket: %zd %s", r, tl_en(errno));
 	close(u1);
 	close(u2);
 }

@@ -59,28 +59,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 #define MAX_CLIENTS 64
-
-static uint32_t next(uint32_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 17;
-	*x ^= *x << 5;
-	return *x;
-}
-
-static uint64_t fnv(uint64_t h, const unsigned char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	return h;
-}
-
-static void fill(unsigned char *p, size_t n, uint32_t *x)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (unsigned char)next(x);
-}
 
 static int full_io(int fd, void *buf, size_t n, int wr)
 {
@@ -103,18 +84,19 @@ static int full_io(int fd, void *buf, size_t n, int wr)
 /* One request read from in, answered on out (blocking). */
 static void serve_io(int in, int c)
 {
-	uint32_t req[2], x;
+	uint32_t req[2];
 	unsigned char buf[65536];
+	struct tl_rng x;
 	size_t left;
 
 	if (full_io(in, req, sizeof(req), 0) < 0)
 		return;
 	left = ntohl(req[0]);
-	x = ntohl(req[1]) | 1;
+	tl_rng_seed(&x, ntohl(req[1]));
 	while (left) {
 		size_t n = left < sizeof(buf) ? left : sizeof(buf);
 
-		fill(buf, n, &x);
+		tl_rng_fill(&x, buf, n);
 		if (full_io(c, buf, n, 1) < 0)
 			return;
 		left -= n;
@@ -373,22 +355,22 @@ struct client {
 static void *client_main(void *arg)
 {
 	struct client *k = arg;
-	uint32_t req[2] = {htonl(k->size), htonl(k->seed)}, x = k->seed | 1;
+	uint32_t req[2] = {htonl(k->size), htonl(k->seed)};
 	unsigned char buf[65536], want[65536];
-	uint64_t h1 = 0xcbf29ce484222325ULL, h2 = h1;
+	uint64_t h1 = TL_FNV0, h2 = h1;
+	struct tl_rng x;
 	size_t left = k->size;
 	int c = k->fd > 0 ? k->fd : socket(AF_INET, SOCK_STREAM, 0);
 
+	tl_rng_seed(&x, k->seed);
 	if (k->fd <= 0 &&
 	    connect(c, (struct sockaddr *)&k->a, sizeof(k->a)) < 0) {
-		snprintf(k->err, sizeof(k->err), "connect: %s",
-			 strerrorname_np(errno));
+		snprintf(k->err, sizeof(k->err), "connect: %s", tl_en(errno));
 		close(c);
 		return NULL;
 	}
 	if (full_io(c, req, sizeof(req), 1) < 0) {
-		snprintf(k->err, sizeof(k->err), "send: %s",
-			 strerrorname_np(errno));
+		snprintf(k->err, sizeof(k->err), "send: %s", tl_en(errno));
 		close(c);
 		return NULL;
 	}
@@ -400,9 +382,9 @@ static void *client_main(void *arg)
 			close(c);
 			return NULL;
 		}
-		fill(want, n, &x);
-		h1 = fnv(h1, buf, n);
-		h2 = fnv(h2, want, n);
+		tl_rng_fill(&x, want, n);
+		h1 = tl_fnv(h1, buf, n);
+		h2 = tl_fnv(h2, want, n);
 		left -= n;
 	}
 	close(c);

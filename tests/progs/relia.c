@@ -48,15 +48,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 extern char **environ;
 static const char *self;
 static const char *g_addr, *g_port;
-
-static void die(const char *what)
-{
-	fprintf(stderr, "relia: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
 
 static long long now_ms(void)
 {
@@ -83,14 +79,14 @@ static int dial(const char *addr, const char *port)
 	}
 	fd = socket(ai->ai_family, SOCK_STREAM, 0);
 	if (fd < 0)
-		die("socket");
+		tl_die("socket");
 	if (getenv("RELIA_BIND")) { /* source address: picks the RDMA device */
 		struct sockaddr_in src = {.sin_family = AF_INET};
 
 		if (inet_pton(AF_INET, getenv("RELIA_BIND"), &src.sin_addr) !=
 			1 ||
 		    bind(fd, (void *)&src, sizeof(src)))
-			die("RELIA_BIND");
+			tl_die("RELIA_BIND");
 	}
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
 		r = errno;
@@ -168,7 +164,7 @@ static int redial(const char *stop)
 		int fd = dial(g_addr, g_port), r;
 
 		if (fd < 0) {
-			printf("refused %s\n", strerrorname_np(errno));
+			printf("refused %s\n", tl_en(errno));
 			usleep(50 * 1000); /* retry pacing */
 			continue;
 		}
@@ -241,10 +237,9 @@ static void role_stall(int fd)
 
 static void print_end(const char *what, ssize_t r, int err)
 {
-	const char *e = r >= 0 ? "0" : err ? strerrorname_np(err) : "EOF";
+	const char *e = r >= 0 ? "0" : err ? tl_en(err) : "EOF";
 
-	printf("end %s rc=%zd errno=%s ms=%lld\n", what, r, e ? e : "?",
-	       now_ms());
+	printf("end %s rc=%zd errno=%s ms=%lld\n", what, r, e, now_ms());
 	fflush(stdout);
 }
 
@@ -370,13 +365,13 @@ static int serve(const char *addr, const char *port, const char *role,
 	int lfd, one = 1;
 
 	if (getaddrinfo(addr, port, &hints, &ai))
-		die("getaddrinfo");
+		tl_die("getaddrinfo");
 	lfd = socket(ai->ai_family, SOCK_STREAM, 0);
 	if (lfd < 0)
-		die("socket");
+		tl_die("socket");
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, ai->ai_addr, ai->ai_addrlen) || listen(lfd, 128))
-		die("bind/listen");
+		tl_die("bind/listen");
 	freeaddrinfo(ai);
 	getsockname(lfd, (struct sockaddr *)&ss, &sl);
 	printf("ready %u\n", ntohs(((struct sockaddr_in *)&ss)->sin_port));
@@ -390,11 +385,11 @@ static int serve(const char *addr, const char *port, const char *role,
 			free(a);
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			die("accept");
+			tl_die("accept");
 		}
 		*a = (struct conn_arg){fd, role, bytes};
 		if (pthread_create(&t, NULL, conn_thread, a))
-			die("pthread_create");
+			tl_die("pthread_create");
 		pthread_detach(t);
 	}
 	return 0;
@@ -435,9 +430,8 @@ static int child_use(int fd)
 	se = errno;
 	r = recv(fd, &c, 1, MSG_DONTWAIT);
 	re = errno;
-	printf("child: send=%zd %s recv=%zd %s\n", s,
-	       s < 0 ? strerrorname_np(se) : "-", r,
-	       r < 0 ? strerrorname_np(re) : "-");
+	printf("child: send=%zd %s recv=%zd %s\n", s, s < 0 ? tl_en(se) : "-",
+	       r, r < 0 ? tl_en(re) : "-");
 	fflush(stdout);
 	/* The kernel socket under a disowned rsocket is unconnected:
 	 * an error, never data. */
@@ -468,7 +462,7 @@ static int fork_scenarios(bool kernel)
 	pid_t pid;
 
 	if (c1 < 0 || c2 < 0)
-		die("connect");
+		tl_die("connect");
 	check(!echo_check(c1, 65536, 1) && !echo_check(c2, 65536, 2),
 	      "parent echo before fork");
 
@@ -550,11 +544,11 @@ static int daemon_scenario(const char *file, bool kernel)
 	char tmp[4096];
 
 	if (c1 < 0 || echo_check(c1, 4096, 12))
-		die("pre-daemon echo");
+		tl_die("pre-daemon echo");
 	printf("pre-daemon ok\n");
 	fflush(stdout);
 	if (daemon(1, 0))
-		die("daemon");
+		tl_die("daemon");
 	alarm(30);
 	/* kernel TCP: the daemon shares the connection by design (skip) */
 	r = kernel ? -1 : child_use(c1);
@@ -590,7 +584,7 @@ static int memlock_scenario(const char *hold)
 	check(a >= 0 && !echo_check(a, 65536, 21),
 	      "connection before the limit");
 	if (setrlimit(RLIMIT_MEMLOCK, &rl))
-		die("setrlimit");
+		tl_die("setrlimit");
 	b = dial(g_addr, g_port);
 	check(b >= 0 && !echo_check(b, 65536, 22),
 	      "connection after the limit");
@@ -611,8 +605,7 @@ static void *volatile bad_ptr = (void *)16;
 
 static void show(const char *what, long r, int err)
 {
-	printf("%-34s rc=%ld errno=%s\n", what, r,
-	       r < 0 ? strerrorname_np(err) : "0");
+	printf("%-34s rc=%ld errno=%s\n", what, r, r < 0 ? tl_en(err) : "0");
 	fflush(stdout);
 }
 
@@ -672,7 +665,7 @@ static void badptr_accept(int lfd, void *bad)
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (bind(lfd, (void *)&sin, sizeof(sin)) || listen(lfd, 4) ||
 	    getsockname(lfd, (void *)&sin, &sl))
-		die("loopback listener");
+		tl_die("loopback listener");
 	fcntl(lfd, F_SETFL, O_NONBLOCK);
 	TRY("accept4 bad flags", accept4(lfd, NULL, NULL, 0x7fff0000));
 	TRY("accept none pending", accept(lfd, NULL, NULL));
@@ -680,7 +673,7 @@ static void badptr_accept(int lfd, void *bad)
 	k2 = socket(AF_INET, SOCK_STREAM, 0);
 	if (connect(k1, (void *)&sin, sizeof(sin)) ||
 	    connect(k2, (void *)&sin, sizeof(sin)))
-		die("loopback connect");
+		tl_die("loopback connect");
 	TRY("poll listener", poll(&pfd, 1, 5000));
 	sl = sizeof(sin);
 	TRY("accept addr bad", accept(lfd, bad, &sl));
@@ -703,7 +696,7 @@ static int badptr(void)
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	if (fd < 0)
-		die("connect");
+		tl_die("connect");
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGSEGV, try_sig);
 	signal(SIGBUS, try_sig);
@@ -796,7 +789,7 @@ int main(int argc, char **argv)
 		int fd = dial(argv[2], argv[3]);
 
 		if (fd < 0)
-			die("connect");
+			tl_die("connect");
 		printf("connected\n");
 		fflush(stdout);
 		run_role(fd, argc > 4 ? argv[4] : "echo", bytes);

@@ -16,7 +16,7 @@
  *   --timeout S     give up after S seconds (default 60)
  *
  * The client sends a 24-byte header (magic "RSBK", version, length, seed) and
- * then the stream: splitmix64 of the seed, little-endian, 8 bytes at a time.
+ * then the stream: testlib's xorshift stream of the seed (tl_rng).
  * The server regenerates the same stream, compares every byte, computes the
  * FNV-1a 64 hash of what it received, and answers with a 24-byte report
  * (magic "RSOK"/"RSNG", bytes received, hash). Both sides print
@@ -39,6 +39,8 @@
 #include <sys/stat.h>
 #include <rdma/rsocket.h>
 
+#include "testlib.h"
+
 #define MAGIC_HELLO 0x4b425352u /* "RSBK" */
 #define MAGIC_OK 0x4b4f5352u	/* "RSOK" */
 #define MAGIC_BAD 0x474e5352u	/* "RSNG" */
@@ -54,20 +56,6 @@ struct report {
 	uint32_t magic, pad;
 	uint64_t received, hash;
 };
-
-static const char *role = "rs_bulk";
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", role);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
 
 static void on_alarm(int sig)
 {
@@ -87,38 +75,6 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* splitmix64: small, fast, good enough to make every byte position matter */
-static uint64_t next_word(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Fill buf (len a multiple of 8) with the next words of the stream. */
-static void fill(uint64_t *state, unsigned char *buf, size_t len)
-{
-	for (size_t i = 0; i < len; i += 8) {
-		uint64_t w = next_word(state);
-
-		for (int b = 0; b < 8; b++)
-			buf[i + b] = (unsigned char)(w >> (8 * b));
-	}
-}
-
-static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-#define FNV_INIT 0xcbf29ce484222325ull
-
 static void send_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
@@ -129,8 +85,8 @@ static void send_all(int fd, const void *buf, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			die("rsend: %s",
-			    n < 0 ? strerror(errno) : "returned 0");
+			tl_dief("rsend: %s",
+				n < 0 ? strerror(errno) : "returned 0");
 		p += n;
 		len -= (size_t)n;
 	}
@@ -148,7 +104,7 @@ static size_t recv_all(int fd, void *buf, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			die("rrecv: %s", strerror(errno));
+			tl_dief("rrecv: %s", strerror(errno));
 		if (n == 0)
 			break;
 		got += (size_t)n;
@@ -168,7 +124,7 @@ static struct addrinfo *resolve(const char *host, const char *port, int passive)
 	    AI_NUMERICHOST | AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
 	rc = getaddrinfo(host, port, &hints, &ai);
 	if (rc)
-		die("%s port %s: %s", host, port, gai_strerror(rc));
+		tl_dief("%s port %s: %s", host, port, gai_strerror(rc));
 	return ai;
 }
 
@@ -195,7 +151,7 @@ static uint64_t parse_size(const char *s)
 		break;
 	}
 	if (*end || end == s)
-		die("bad size: %s", s);
+		tl_dief("bad size: %s", s);
 	return v;
 }
 
@@ -219,36 +175,38 @@ static int run_server(const char *addr, const char *port, const char *hold_file,
 	unsigned char *got = malloc(CHUNK), *want = malloc(CHUNK);
 	struct hello h;
 	struct report rep;
-	uint64_t state, received = 0, hash = FNV_INIT, first_bad = UINT64_MAX;
+	struct tl_rng rng;
+	uint64_t received = 0, hash = TL_FNV0, first_bad = UINT64_MAX;
 	int lfd, fd, one = 1;
 	double t0, secs;
 
-	role = "rs_bulk server";
+	tl_name = "rs_bulk server";
 	if (!got || !want)
-		die("out of memory");
+		tl_dief("out of memory");
 	lfd = rsocket(ai->ai_family, SOCK_STREAM, 0);
 	if (lfd < 0)
-		die("rsocket: %s", strerror(errno));
+		tl_dief("rsocket: %s", strerror(errno));
 	rsetsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (rbind(lfd, ai->ai_addr, ai->ai_addrlen))
-		die("rbind %s:%s: %s", addr, port, strerror(errno));
+		tl_dief("rbind %s:%s: %s", addr, port, strerror(errno));
 	if (rlisten(lfd, 4))
-		die("rlisten: %s", strerror(errno));
+		tl_dief("rlisten: %s", strerror(errno));
 	freeaddrinfo(ai);
 	printf("listening on %s port %s pid %d\n", addr, port, (int)getpid());
 	fflush(stdout);
 
 	fd = raccept(lfd, NULL, NULL);
 	if (fd < 0)
-		die("raccept: %s", strerror(errno));
+		tl_dief("raccept: %s", strerror(errno));
 	printf("accepted\n");
 	fflush(stdout);
 	if (recv_all(fd, &h, sizeof(h)) != sizeof(h))
-		die("connection closed before the header");
+		tl_dief("connection closed before the header");
 	if (h.magic != MAGIC_HELLO || h.version != PROTO_VERSION)
-		die("bad header (magic %#x version %u)", h.magic, h.version);
+		tl_dief("bad header (magic %#x version %u)", h.magic,
+			h.version);
 
-	state = h.seed;
+	tl_rng_seed(&rng, h.seed);
 	t0 = now();
 	while (received < h.length) {
 		size_t want_n =
@@ -257,9 +215,7 @@ static int run_server(const char *addr, const char *port, const char *hold_file,
 
 		if (n == 0)
 			break;
-		/* regenerate whole words; the stream is 8-byte aligned per
-		 * chunk */
-		fill(&state, want, (n + 7) & ~(size_t)7);
+		tl_rng_fill(&rng, want, n);
 		if (first_bad == UINT64_MAX && memcmp(got, want, n)) {
 			for (size_t i = 0; i < n; i++)
 				if (got[i] != want[i]) {
@@ -267,7 +223,7 @@ static int run_server(const char *addr, const char *port, const char *hold_file,
 					break;
 				}
 		}
-		hash = fnv1a(hash, got, n);
+		hash = tl_fnv(hash, got, n);
 		received += n;
 		if (n < want_n)
 			break;
@@ -298,7 +254,7 @@ static int run_server(const char *addr, const char *port, const char *hold_file,
 		printf("holding the connection until %s exists\n", hold_file);
 		fflush(stdout);
 		if (wait_for_file(hold_file, timeout_s))
-			die("%s did not appear", hold_file);
+			tl_dief("%s did not appear", hold_file);
 	}
 	if (received == h.length)
 		send_all(fd, &rep, sizeof(rep));
@@ -317,25 +273,26 @@ static int run_client(const char *addr, const char *port, const char *bind_addr,
 	unsigned char *buf = malloc(CHUNK);
 	struct hello h = {MAGIC_HELLO, PROTO_VERSION, length, seed};
 	struct report rep;
-	uint64_t state = seed, sent = 0, hash = FNV_INIT;
+	struct tl_rng rng;
+	uint64_t sent = 0, hash = TL_FNV0;
 	double t0, secs;
 	int fd;
 
-	role = "rs_bulk client";
+	tl_name = "rs_bulk client";
 	if (!buf)
-		die("out of memory");
+		tl_dief("out of memory");
 	fd = rsocket(ai->ai_family, SOCK_STREAM, 0);
 	if (fd < 0)
-		die("rsocket: %s", strerror(errno));
+		tl_dief("rsocket: %s", strerror(errno));
 	if (bind_addr) {
 		struct addrinfo *b = resolve(bind_addr, "0", 1);
 
 		if (rbind(fd, b->ai_addr, b->ai_addrlen))
-			die("rbind %s: %s", bind_addr, strerror(errno));
+			tl_dief("rbind %s: %s", bind_addr, strerror(errno));
 		freeaddrinfo(b);
 	}
 	if (rconnect(fd, ai->ai_addr, ai->ai_addrlen))
-		die("rconnect %s:%s: %s", addr, port, strerror(errno));
+		tl_dief("rconnect %s:%s: %s", addr, port, strerror(errno));
 	freeaddrinfo(ai);
 
 	t0 = now();
@@ -343,13 +300,13 @@ static int run_client(const char *addr, const char *port, const char *bind_addr,
 	while (sent < length) {
 		size_t n = length - sent < CHUNK ? length - sent : CHUNK;
 
-		fill(&state, buf, (n + 7) & ~(size_t)7);
-		hash = fnv1a(hash, buf, n);
+		tl_rng_fill(&rng, buf, n);
+		hash = tl_fnv(hash, buf, n);
 		send_all(fd, buf, n);
 		sent += n;
 	}
 	if (recv_all(fd, &rep, sizeof(rep)) != sizeof(rep))
-		die("no report from the server");
+		tl_dief("no report from the server");
 	secs = now() - t0;
 	rclose(fd);
 	free(buf);

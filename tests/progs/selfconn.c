@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 #define BLOCK 4096
 #define MAX_THREADS 8
 
@@ -33,30 +35,12 @@ struct job {
 	long max_connect_us;
 };
 
-static long now_us(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000000L + t.tv_nsec / 1000;
-}
-
-static uint64_t fnv(const unsigned char *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	while (n--)
-		h = (h ^ *p++) * 0x100000001b3ULL;
-	return h;
-}
-
 static int xfer(int from, int to, unsigned seed)
 {
 	unsigned char out[BLOCK], in[BLOCK];
 	size_t got = 0;
 
-	for (size_t i = 0; i < BLOCK; i++)
-		out[i] = (unsigned char)(seed * 31u + i * 7u);
+	tl_pattern(out, BLOCK, seed);
 	if (send(from, out, BLOCK, 0) != BLOCK)
 		return -1;
 	while (got < BLOCK) {
@@ -66,7 +50,8 @@ static int xfer(int from, int to, unsigned seed)
 			return -1;
 		got += (size_t)r;
 	}
-	return fnv(in, BLOCK) == fnv(out, BLOCK) ? 0 : -2;
+	return tl_fnv(TL_FNV0, in, BLOCK) == tl_fnv(TL_FNV0, out, BLOCK) ? 0
+									 : -2;
 }
 
 /* One round: 0, or a failure printed with what failed. */
@@ -87,11 +72,11 @@ static int round_once(struct job *j, int r)
 		goto out;
 	what = "connect";
 	cfd = socket(AF_INET, SOCK_STREAM, 0);
-	t0 = now_us();
+	t0 = tl_now_us();
 	if (cfd < 0 || connect(cfd, (struct sockaddr *)&a, sizeof(a)))
 		goto out;
-	if (now_us() - t0 > j->max_connect_us)
-		j->max_connect_us = now_us() - t0;
+	if (tl_now_us() - t0 > j->max_connect_us)
+		j->max_connect_us = tl_now_us() - t0;
 	what = "accept";
 	sfd = accept(lfd, NULL, NULL);
 	if (sfd < 0)

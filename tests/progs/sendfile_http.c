@@ -20,11 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void die(const char *what)
-{
-	fprintf(stderr, "sendfile_http: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
+#include "testlib.h"
 
 int main(int argc, char **argv)
 {
@@ -42,11 +38,11 @@ int main(int argc, char **argv)
 		       2;
 	n = atoi(argv[4]);
 	if (getaddrinfo(argv[1], argv[2], &hints, &ai))
-		die("getaddrinfo");
+		tl_die("getaddrinfo");
 	l = socket(ai->ai_family, SOCK_STREAM, 0);
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (l < 0 || bind(l, ai->ai_addr, ai->ai_addrlen) || listen(l, 16))
-		die("listen");
+		tl_die("listen");
 	getsockname(l, (struct sockaddr *)&ss, &len);
 	printf("ready %u\n", ntohs(((struct sockaddr_in *)&ss)->sin_port));
 	fflush(stdout);
@@ -57,14 +53,14 @@ int main(int argc, char **argv)
 		int c = accept(l, NULL, NULL), f;
 
 		if (c < 0)
-			die("accept");
+			tl_die("accept");
 		/* read the request head */
 		while (got < sizeof(req) - 1) {
 			ssize_t r =
 			    recv(c, req + got, sizeof(req) - 1 - got, 0);
 
 			if (r <= 0)
-				die("recv");
+				tl_die("recv");
 			got += (size_t)r;
 			req[got] = '\0';
 			if (strstr(req, "\r\n\r\n"))
@@ -72,14 +68,14 @@ int main(int argc, char **argv)
 		}
 		f = open(argv[3], O_RDONLY);
 		if (f < 0 || fstat(f, &sb))
-			die("open");
+			tl_die("open");
 		len = (socklen_t)snprintf(
 		    hdr, sizeof(hdr),
 		    "HTTP/1.0 200 OK\r\nContent-Length: %lld\r\n"
 		    "Content-Type: application/octet-stream\r\n\r\n",
 		    (long long)sb.st_size);
 		if (send(c, hdr, len, MSG_NOSIGNAL) != (ssize_t)len)
-			die("send header");
+			tl_die("send header");
 		while (off < sb.st_size) {
 			ssize_t r =
 			    sendfile(c, f, &off, (size_t)(sb.st_size - off));
@@ -87,7 +83,7 @@ int main(int argc, char **argv)
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r <= 0)
-				die("sendfile");
+				tl_die("sendfile");
 		}
 		close(f);
 		close(c);

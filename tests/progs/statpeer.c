@@ -23,11 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static void die(const char *what)
-{
-	fprintf(stderr, "statpeer: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
+#include "testlib.h"
 
 static int fill_addr(const char *ip, const char *port, struct sockaddr_in *sa)
 {
@@ -115,11 +111,11 @@ static int server(const char *ip, const char *port)
 		return 64;
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	if (lfd < 0)
-		die("socket");
+		tl_die("socket");
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 64) ||
 	    getsockname(lfd, (struct sockaddr *)&sa, &len))
-		die("listen");
+		tl_die("listen");
 	printf("ready %u\n", ntohs(sa.sin_port));
 	fflush(stdout);
 	for (;;) {
@@ -129,10 +125,10 @@ static int server(const char *ip, const char *port)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			die("accept");
+			tl_die("accept");
 		}
 		if (pthread_create(&t, NULL, serve, (void *)(long)fd))
-			die("pthread_create");
+			tl_die("pthread_create");
 		pthread_detach(t);
 	}
 }
@@ -160,11 +156,11 @@ static int client(int argc, char **argv)
 			return 64;
 		fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (fd < 0 || connect(fd, (struct sockaddr *)&dst, sizeof(dst)))
-			die("connect");
+			tl_die("connect");
 		ll = snprintf(line, sizeof(line), "%lu %lu\n", n, r);
 		if (write_all(fd, line, (size_t)ll) || send_n(fd, n) ||
 		    read_n(fd, r))
-			die("exchange");
+			tl_die("exchange");
 		printf("conn fd=%d out=%lu in=%lu\n", fd, (unsigned long)ll + n,
 		       r);
 	}

@@ -44,6 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 #define DIR_UP 1   /* client -> server */
 #define DIR_DOWN 2 /* server -> client */
 
@@ -61,51 +63,6 @@ static const char *hold;
 static int timing;	      /* --timing: connect() durations on stderr */
 static const char *bind_addr; /* --bind: the client's source address */
 
-static void die(const char *what)
-{
-	fprintf(stderr, "xfer: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
-
-/* ---- the data stream ---- */
-struct gen {
-	uint64_t x;
-	uint8_t buf[8];
-	unsigned int left;
-};
-
-static void gen_init(struct gen *g, uint64_t seed)
-{
-	g->x = seed * 0x9E3779B97F4A7C15ull + 1;
-	g->left = 0;
-}
-
-static uint8_t gen_byte(struct gen *g)
-{
-	if (!g->left) {
-		g->x ^= g->x << 13;
-		g->x ^= g->x >> 7;
-		g->x ^= g->x << 17;
-		memcpy(g->buf, &g->x, 8);
-		g->left = 8;
-	}
-	return g->buf[8 - g->left--];
-}
-
-static void gen_fill(struct gen *g, uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = gen_byte(g);
-}
-
-static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ull;
-	return h;
-}
-#define FNV0 0xcbf29ce484222325ull
-
 /* ---- one connection's state, for every mode ---- */
 enum phase { P_HDR, P_UP, P_DOWN, P_SUM, P_DONE };
 
@@ -120,28 +77,11 @@ struct conn {
 	uint64_t peer_sum;
 	uint64_t upsum; /* server: FNV of the up stream it received */
 	size_t soff;
-	struct gen tx;
+	struct tl_rng tx;
 	uint8_t chunk[65536];
 	size_t cl, co; /* pending chunk length / offset */
 	bool ok;
 };
-
-static uint64_t stream_sum(uint64_t seed, uint64_t n)
-{
-	struct gen g;
-	uint8_t b[65536];
-	uint64_t h = FNV0;
-
-	gen_init(&g, seed);
-	while (n) {
-		size_t k = n < sizeof(b) ? n : sizeof(b);
-
-		gen_fill(&g, b, k);
-		h = fnv(h, b, k);
-		n -= k;
-	}
-	return h;
-}
 
 /* Advance c as far as the socket allows.  Returns 1 done, 0 would block
  * (*want says POLLIN/POLLOUT), -1 error. */
@@ -169,10 +109,10 @@ static int step(struct conn *c, short *want)
 			if (c->hoff < sizeof(c->h))
 				continue;
 			/* up stream: seed; down stream: seed ^ 0x5555 */
-			gen_init(&c->tx, (c->h.dir & DIR_UP)
-					     ? c->h.seed
-					     : c->h.seed ^ 0x5555);
-			c->sum = FNV0;
+			tl_rng_seed(&c->tx, (c->h.dir & DIR_UP)
+						? c->h.seed
+						: c->h.seed ^ 0x5555);
+			c->sum = TL_FNV0;
 			c->moved = 0;
 			c->ph = (c->h.dir & DIR_UP)	? P_UP
 				: (c->h.dir & DIR_DOWN) ? P_DOWN
@@ -185,18 +125,19 @@ static int step(struct conn *c, short *want)
 			if (c->moved == c->h.size) {
 				if (c->ph == P_UP && c->server) {
 					c->upsum = c->sum;
-					c->ok = c->sum == stream_sum(c->h.seed,
-								     c->h.size);
+					c->ok =
+					    c->sum ==
+					    tl_stream_sum(c->h.seed, c->h.size);
 				}
 				if (c->ph == P_DOWN && !c->server &&
-				    c->sum != stream_sum(c->h.seed ^ 0x5555,
-							 c->h.size))
+				    c->sum != tl_stream_sum(c->h.seed ^ 0x5555,
+							    c->h.size))
 					c->ok = false;
 				c->moved = 0;
 				if (c->ph == P_UP && (c->h.dir & DIR_DOWN)) {
 					c->ph = P_DOWN;
-					gen_init(&c->tx, c->h.seed ^ 0x5555);
-					c->sum = FNV0;
+					tl_rng_seed(&c->tx, c->h.seed ^ 0x5555);
+					c->sum = TL_FNV0;
 					c->cl = c->co = 0;
 				} else {
 					c->ph = P_SUM;
@@ -215,7 +156,7 @@ static int step(struct conn *c, short *want)
 					 * matter */
 					if (c->cl > 1000)
 						c->cl -= (c->moved / 7) % 997;
-					gen_fill(&c->tx, c->chunk, c->cl);
+					tl_rng_fill(&c->tx, c->chunk, c->cl);
 					c->co = 0;
 				}
 				r = send(c->fd, c->chunk + c->co, c->cl - c->co,
@@ -237,7 +178,7 @@ static int step(struct conn *c, short *want)
 					return -1;
 				if (r < 0)
 					goto again;
-				c->sum = fnv(c->sum, c->chunk, (size_t)r);
+				c->sum = tl_fnv(c->sum, c->chunk, (size_t)r);
 				c->moved += (uint64_t)r;
 			}
 			continue;
@@ -262,7 +203,7 @@ static int step(struct conn *c, short *want)
 			if (c->soff < 8)
 				continue;
 			if (!c->server && (c->h.dir & DIR_UP) &&
-			    c->peer_sum != stream_sum(c->h.seed, c->h.size))
+			    c->peer_sum != tl_stream_sum(c->h.seed, c->h.size))
 				c->ok = false;
 			c->ph = P_DONE;
 			continue;
@@ -309,7 +250,7 @@ static void set_nonblock(int fd)
 	int fl = fcntl(fd, F_GETFL);
 
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		die("fcntl");
+		tl_die("fcntl");
 }
 
 static int run_events(struct conn *cs, int n, int lfd, int to_accept)
@@ -322,13 +263,13 @@ static int run_events(struct conn *cs, int n, int lfd, int to_accept)
 	if (mode_epoll) {
 		ep = epoll_create1(EPOLL_CLOEXEC);
 		if (ep < 0)
-			die("epoll_create1");
+			tl_die("epoll_create1");
 		if (lfd >= 0) {
 			struct epoll_event ev = {.events = EPOLLIN,
 						 .data.u64 = ~0ull};
 
 			if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) < 0)
-				die("epoll_ctl listen");
+				tl_die("epoll_ctl listen");
 		}
 	}
 	for (int i = 0; i < n; i++) {
@@ -340,7 +281,7 @@ static int run_events(struct conn *cs, int n, int lfd, int to_accept)
 						 .data.u64 = (uint64_t)i};
 
 			if (epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev) < 0)
-				die("epoll_ctl");
+				tl_die("epoll_ctl");
 		}
 	}
 	while (done < n) {
@@ -384,7 +325,7 @@ static int run_events(struct conn *cs, int n, int lfd, int to_accept)
 		else
 			k = poll(pf, (nfds_t)n + 1, 1000);
 		if (k < 0 && errno != EINTR)
-			die("wait");
+			tl_die("wait");
 		if (lfd >= 0 && accepted < to_accept) {
 			for (;;) {
 				int fd = accept4(lfd, NULL, NULL,
@@ -401,7 +342,7 @@ static int run_events(struct conn *cs, int n, int lfd, int to_accept)
 
 					if (epoll_ctl(ep, EPOLL_CTL_ADD, fd,
 						      &ev) < 0)
-						die("epoll_ctl accepted");
+						tl_die("epoll_ctl accepted");
 				}
 				accepted++;
 				if (accepted == to_accept)
@@ -465,15 +406,15 @@ static int server(const char *addr, const char *port)
 	struct conn *cs = calloc((size_t)conns, sizeof(*cs));
 
 	if (resolve(addr, port, &ss, &len))
-		die("resolve");
+		tl_die("resolve");
 	lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (lfd < 0)
-		die("socket");
+		tl_die("socket");
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, (struct sockaddr *)&ss, len) < 0)
-		die("bind");
+		tl_die("bind");
 	if (listen(lfd, 128) < 0)
-		die("listen");
+		tl_die("listen");
 	len = sizeof(ss);
 	getsockname(lfd, (struct sockaddr *)&ss, &len);
 	printf("ready %u\n",
@@ -494,7 +435,7 @@ static int server(const char *addr, const char *port)
 			int fd = accept(lfd, NULL, NULL);
 
 			if (fd < 0)
-				die("accept");
+				tl_die("accept");
 			conn_init(&cs[i], fd, true, i);
 			pthread_create(&t[i], NULL, run_blocking, &cs[i]);
 		}
@@ -518,7 +459,7 @@ static int client(const char *addr, const char *port)
 	int rc;
 
 	if (resolve(addr, port, &ss, &len))
-		die("resolve");
+		tl_die("resolve");
 	for (int i = 0; i < conns; i++) {
 		int fd =
 		    socket(ss.ss_family,
@@ -529,15 +470,15 @@ static int client(const char *addr, const char *port)
 		struct timespec t0, t1;
 
 		if (fd < 0)
-			die("socket");
+			tl_die("socket");
 		if (bind_addr) {
 			struct sockaddr_storage bs;
 			socklen_t blen;
 
 			if (resolve(bind_addr, "0", &bs, &blen))
-				die("resolve --bind");
+				tl_die("resolve --bind");
 			if (bind(fd, (struct sockaddr *)&bs, blen) < 0)
-				die("bind");
+				tl_die("bind");
 		}
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
@@ -546,13 +487,13 @@ static int client(const char *addr, const char *port)
 			socklen_t el = sizeof(err);
 
 			if (errno != EINPROGRESS)
-				die("connect");
+				tl_die("connect");
 			if (poll(&p, 1, 30000) != 1)
-				die("connect poll");
+				tl_die("connect poll");
 			getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
 			if (err) {
 				errno = err;
-				die("connect (SO_ERROR)");
+				tl_die("connect (SO_ERROR)");
 			}
 		}
 		clock_gettime(CLOCK_MONOTONIC, &t1);
