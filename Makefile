@@ -40,6 +40,8 @@ LIB_OBJ := $(patsubst %.c,$(B)/%.o,$(PRELOAD_SRC) $(GLUE_SRC))
 
 PROG_SRC := $(wildcard tests/progs/*.c)
 PROGS := $(patsubst tests/progs/%.c,$(B)/tests/progs/%,$(PROG_SRC))
+READINESS_OBJ := $(patsubst tests/progs/readiness/%.c,$(B)/tests/readiness/%.o,$(wildcard tests/progs/readiness/*.c))
+PROGS += $(B)/tests/progs/readiness
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNITS := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
@@ -92,6 +94,16 @@ $(TESTLIB): tests/lib/testlib.c Makefile $(FLAGS_STAMP)
 $(B)/tests/progs/%: tests/progs/%.c $(TESTLIB) Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests/lib $(DEPFLAGS) -o $@ $< $(TESTLIB) -lrdmacm -libverbs -lpthread
+
+# readiness is a program of several files (tests/progs/readiness/), each
+# its own object.
+$(B)/tests/readiness/%.o: tests/progs/readiness/%.c Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -Itests/lib $(DEPFLAGS) -c -o $@ $<
+
+$(B)/tests/progs/readiness: $(READINESS_OBJ) $(TESTLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -o $@ $(READINESS_OBJ) $(TESTLIB) -lpthread
 
 # secure_env is linked against the shim itself (DT_NEEDED, absolute rpath):
 # the loader ignores LD_PRELOAD paths for setuid programs (tests/host/81).
@@ -280,4 +292,4 @@ format:
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_SRC)
 
--include $(foreach t,$(LIB_OBJ) $(TESTLIB) $(PROGS) $(UNITS) $(BENCHES) $(GRPC_RAW) $(CLI_OBJ),$(dir $(t)).$(notdir $(t)).d)
+-include $(foreach t,$(LIB_OBJ) $(TESTLIB) $(READINESS_OBJ) $(filter-out %/readiness,$(PROGS)) $(UNITS) $(BENCHES) $(GRPC_RAW) $(CLI_OBJ),$(dir $(t)).$(notdir $(t)).d)

@@ -3,15 +3,15 @@
 # ONESHOT, data, errors, timeouts, EINTR, two sets, registration before
 # connect, close while registered, the epoll fd polled), poll, ppoll,
 # select, pselect, listeners, non-blocking connect, threads, and a 64
-# connection edge-triggered stress run (tests/progs/readiness.c).
+# connection edge-triggered stress run (tests/progs/readiness/).
 #
 # The program runs once over kernel TCP and once under the shim with
 # ERDMA_SHIM=require (nothing may fall back), its transcripts are compared
 # case by case, and the shimmed run is seen holding RC QPs (rdma res) while
 # its stress connections are open.  The "refused" case (connect to a port
 # without any listener) must fall back, so it runs in ERDMA_SHIM=auto and
-# the shim's log shows it tried RDMA first.  FIGURE lines: wake-up latency
-# and idle CPU of epoll_wait, from both runs.
+# the shim's log shows it tried RDMA first.  FIGURE lines: the stress run
+# duration, from both runs (wake-up latency and idle CPU: bench/wakeup).
 . "$(dirname "$0")/lib/common.bash"
 . "$(dirname "$0")/lib/transcript.bash"
 
