@@ -140,6 +140,23 @@ static inline double cpu_s(void)
 	return (double)(u + s) / 1e6;
 }
 
+/* Room for n more fds (the shim may hold a few per RDMA connection). */
+static inline void raise_nofile(rlim_t n)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= n)
+		return;
+	rl.rlim_cur = n;
+	if (rl.rlim_max < n)
+		rl.rlim_max = n; /* root may; otherwise the next call says */
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		getrlimit(RLIMIT_NOFILE, &rl);
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static inline struct addrinfo *resolve(const char *addr, const char *port,
 				       bool passive)
 {
