@@ -297,6 +297,7 @@ static int run_client(const char *addr, const char *port, const char *bind_addr,
 
 	t0 = now();
 	send_all(fd, &h, sizeof(h));
+	tl_rng_seed(&rng, seed);
 	while (sent < length) {
 		size_t n = length - sent < CHUNK ? length - sent : CHUNK;
 
