@@ -36,16 +36,6 @@ bool sg_available(void);
 bool sg_iwarp(void);
 /* In a fork child: no RDMA if the parent used rsockets (see rsock.c). */
 bool sg_fork_tainted(void);
-/* rclose on a reaper thread, waited for a bounded time; cmfd (or -1): a
- * duplicate of its rdma_cm channel, watched while the close is slow, then
- * closed (reap.c). */
-int sg_reap(int rs, int cmfd);
-/* rclose itself; a listener's under the listen-service lock (rsock.c). */
-int sg_rclose(int rs);
-void sg_reap_fork_child(void);
-/* Take a connection's end event from its rdma_cm channel fd and flush its
- * QP (rsock.c): the event type, or -errno. */
-int sg_cm_take_end(int fd);
 
 /* pthread_cancel(th) has been called: wake th if it sleeps in rsockets
  * (sleep.c). */

@@ -32,4 +32,19 @@ int sg_sleep_enter(int *cancel_state);
 bool sg_sleep_leave(int cancel_state); /* true: woken by a cancel */
 void sg_sleep_fork_child(void);
 
+/*
+ * reap.c: rclose(rs) -- done by the caller's close_fn, which knows the
+ * locks -- on a reaper thread, waited for a bounded time; cmfd (or -1): a
+ * duplicate of its rdma_cm channel, watched while the close is slow, then
+ * closed.
+ */
+int sg_reap(int rs, int cmfd, int (*close_fn)(int rs));
+void sg_reap_fork_child(void);
+
+/* cmend.c: does the rdma_cm channel (or a duplicate) fd hold an event
+ * now?  Take a connection's end event from it and flush its QP: the event
+ * type, or -errno. */
+bool sg_cm_ready(int fd);
+int sg_cm_take_end(int fd);
+
 #endif

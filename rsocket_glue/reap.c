@@ -45,6 +45,7 @@ struct reap_job {
 	struct reap_job *wnext; /* the watcher's list */
 	int rs;
 	int cmfd; /* duplicate of its rdma_cm channel, or -1 */
+	int (*close_fn)(int rs);
 	int refs; /* the reaper, the closer while it waits, the watcher */
 	bool done, watched, taken;
 };
@@ -102,7 +103,7 @@ static void *reaper(void *unused)
 			reap_tail = NULL;
 		pthread_mutex_unlock(&reap_mu);
 
-		(void)sg_rclose(j->rs);
+		(void)j->close_fn(j->rs);
 
 		pthread_mutex_lock(&reap_mu);
 		j->done = true;
@@ -227,7 +228,7 @@ static void wait_locked(struct reap_job *j)
 	watch_locked(j);
 }
 
-int sg_reap(int rs, int cmfd)
+int sg_reap(int rs, int cmfd, int (*close_fn)(int rs))
 {
 	struct reap_job *j = calloc(1, sizeof(*j));
 
@@ -235,10 +236,11 @@ int sg_reap(int rs, int cmfd)
 	if (!j) {
 		if (cmfd >= 0)
 			REAL(close)(cmfd);
-		return sg_rclose(rs);
+		return close_fn(rs);
 	}
 	j->rs = rs;
 	j->cmfd = cmfd;
+	j->close_fn = close_fn;
 	j->refs = 2;
 	pthread_mutex_lock(&reap_mu);
 	if (!reap_idle && reap_threads < REAP_MAX &&
@@ -248,7 +250,7 @@ int sg_reap(int rs, int cmfd)
 		if (cmfd >= 0)
 			REAL(close)(cmfd);
 		free(j);
-		return sg_rclose(rs);
+		return close_fn(rs);
 	}
 	if (reap_tail)
 		reap_tail->next = j;

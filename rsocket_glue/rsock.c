@@ -345,42 +345,6 @@ static bool cm_is_gone(int rs)
 	       __atomic_load_n(&cm_gone[rs], __ATOMIC_ACQUIRE);
 }
 
-/* Does an rdma_cm channel (or a duplicate) hold an event now? */
-static bool cm_ready(int fd)
-{
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-
-	return REAL(poll)(&p, 1, 0) == 1 && (p.revents & POLLIN);
-}
-
-/*
- * The rdma_cm event waiting on a connection's channel (fd: the channel or a
- * duplicate of it) is its end: take it, move the QP to the error state --
- * every work request still posted completes (flushed), so nothing in
- * rsockets waits for the dead peer any more: rshutdown and rclose wait
- * until every send completed, and soft-RoCE retries a send to a vanished
- * peer without end -- and ack it (rdma_destroy_id waits for that).  The
- * caller makes sure it is the only one to read this channel: the read
- * blocks if the event is gone.  Returns the event, or -errno.
- */
-int sg_cm_take_end(int fd)
-{
-	struct rdma_event_channel ch = {.fd = fd};
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-	struct rdma_cm_event *ev;
-	int what;
-
-	if (!cm_ready(fd))
-		return -EAGAIN;
-	if (LIB_CALL(rdma_get_cm_event(&ch, &ev)) < 0)
-		return -EIO;
-	what = (int)ev->event;
-	if (what != RDMA_CM_EVENT_ESTABLISHED && ev->id && ev->id->qp)
-		(void)LIB_CALL(ibv_modify_qp(ev->id->qp, &a, IBV_QP_STATE));
-	(void)LIB_CALL(rdma_ack_cm_event(ev));
-	return what;
-}
-
 /*
  * Does the duplicate hold an event?  It is the disconnect unless it is the
  * ESTABLISHED that an accepted rsocket consumes on its first use (which a
@@ -398,11 +362,11 @@ static void cm_check(int rs)
 	int ev;
 
 	for (int look = 0; look < 2; look++) {
-		if (!cm_ready(d))
+		if (!sg_cm_ready(d))
 			return;
 		(void)LIB_CALL(rpoll(&r, 1, 0));
 	}
-	if (!cm_ready(d))
+	if (!sg_cm_ready(d))
 		return;
 	if (!__atomic_compare_exchange_n(&cm_gone[rs], &no, 1, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -687,7 +651,10 @@ static bool cm_gone_now(int rs)
  * rclose waits for the rsocket's sends: it runs on a reaper (reap.c) that
  * close() waits for a bounded time.  A peer known to be gone has had its
  * QP moved to the error state (cm_check), so that close is quick.
+ * The reaper runs rclose_locked, the rclose itself: see svc_mu for the lock.
  */
+static int rclose_locked(int rs);
+
 int sg_close(int rs)
 {
 	(void)cm_gone_now(rs);
@@ -697,11 +664,10 @@ int sg_close(int rs)
 		__atomic_store_n(&bounded[rs], 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&ack_to[rs], 0, __ATOMIC_RELAXED);
 	}
-	return sg_reap(rs, cm_release(rs));
+	return sg_reap(rs, cm_release(rs), rclose_locked);
 }
 
-/* The rclose itself (reap.c runs it): see svc_mu for the lock. */
-int sg_rclose(int rs)
+static int rclose_locked(int rs)
 {
 	bool lsn = rs >= 0 && rs < MAX_LISTEN_RS && listening[rs];
 	int r;
