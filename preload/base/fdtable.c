@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include "fdtable.h"
+#include "log.h"
+#include "startup.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -153,3 +156,12 @@ unsigned int shim_fdtable_span(void)
 {
 	return __atomic_load_n(&fdtab_span, __ATOMIC_RELAXED);
 }
+
+/* The first start-up step: every room after it keeps state per fd. */
+static void fdtable_start(void)
+{
+	if (shim_fdtable_init(SHIM_FDTAB_MAX))
+		shim_err("cannot map the fd table; running on TCP only");
+}
+
+SHIM_STARTUP(FDTABLE, .start = fdtable_start, .child = shim_fdtable_fork_child);

@@ -10,7 +10,10 @@
 #ifndef SHIM_FDTABLE_H
 #define SHIM_FDTABLE_H
 
-#include "base.h"
+#include "compiler.h"
+#include "init.h"
+
+#include <stdbool.h>
 
 struct shim_sock;
 

@@ -1,46 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Start-up: resolve the real libc functions, read the configuration, set up
- * the fd table and the log, then run the rooms' start steps in the order of
- * startup.h, and drive their fork handlers.  Runs from the constructor and,
- * because another library's constructor may call socket() before ours has
+ * Start-up: resolve the real libc functions, start the log, read the
+ * configuration, then run the start steps in the order of startup.h (the
+ * fd table's first), and drive their fork handlers.  Runs from the constructor
+ * and, because another library's constructor may call socket() before ours has
  * run, lazily from any entry point (shim_ensure_init / the fd table's slow
  * path).
  */
-#include "base.h"
+#include "init.h"
 #include "config.h"
-#include "fdtable.h"
 #include "log.h"
+#include "startup.h"
+#include "syms.h"
 
-#include <dlfcn.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/auxv.h>
 
-#define SHIM_DEFINE_REAL(f) __typeof__(f) *shim_real_##f;
-SHIM_SYMS(SHIM_DEFINE_REAL)
-#undef SHIM_DEFINE_REAL
-
 int shim_init_state;
-__thread int shim_lib_depth;
-__thread int *shim_pair_capture;
-__thread const sigset_t *shim_lib_sigmask;
-__thread bool shim_svc_guard;
 struct shim_config shim_cfg;
 
 static __thread bool in_init; /* this thread is running init */
 
 extern char **environ;
-
-static void resolve_symbols(void)
-{
-	/* dlsym may allocate; nothing it calls is interposed by us, and any
-	 * wrapper reached meanwhile on this thread sees in_init and the
-	 * already-resolved pointers. */
-#define SHIM_RESOLVE(f) shim_real_##f = (__typeof__(f) *)dlsym(RTLD_NEXT, #f);
-	SHIM_SYMS(SHIM_RESOLVE)
-#undef SHIM_RESOLVE
-}
 
 static void report_config(const char *msg, bool invalid, void *arg)
 {
@@ -109,7 +91,6 @@ static void parent_after_fork(void)
  */
 static void child_after_fork(void)
 {
-	shim_fdtable_fork_child();
 	for (int i = 0; i < SHIM_STARTUP_N; i++)
 		if (steps[i] && steps[i]->child)
 			steps[i]->child();
@@ -119,12 +100,10 @@ static void do_init(void)
 {
 	char desc[512];
 
-	resolve_symbols();
+	shim_syms_resolve();
 	shim_log_start();
 	read_config();
 	shim_log_open(&shim_cfg);
-	if (shim_fdtable_init(1u << 22))
-		shim_err("cannot map the fd table; running on TCP only");
 	find_steps();
 	for (int i = 0; i < SHIM_STARTUP_N; i++)
 		if (steps[i] && steps[i]->start)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "log.h"
-#include "base.h"
+#include "syms.h"
 
 #include <stdarg.h>
 #include <stdio.h>

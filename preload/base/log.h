@@ -2,6 +2,7 @@
 #ifndef SHIM_LOG_H
 #define SHIM_LOG_H
 
+#include "compiler.h"
 #include "config.h"
 
 extern int shim_log_level;

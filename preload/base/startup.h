@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The one ordered list of what the rooms above the base do at start-up and
- * around fork.  base/init.c first sets up the base itself (symbols, log,
- * configuration, fd table), then runs each step's start in this order; at
+ * The one ordered list of what the rooms do at start-up and around fork.
+ * base/init.c first sets up the symbols, the log and the configuration,
+ * then runs each step's start in this order (the base's fd table first); at
  * fork it runs every prepare in this order, every parent handler in the
  * reverse order and every child handler in this order (pthread_atfork,
  * registered once by the base).  A room registers its own step with
@@ -16,6 +16,7 @@
 #define SHIM_STARTUP_H
 
 #define SHIM_STARTUP_LIST(X)                                                   \
+	X(FDTABLE)  /* fdtable.c: the fd table (its child reset runs first) */ \
 	X(STATS)    /* stats.c: the stats segment; a child starts without */   \
 	X(HANDOVER) /* handover.c: fresh connections handed over at fork */    \
 	X(EPOLL)    /* epoll.c: set locks held across fork; a set's end */     \

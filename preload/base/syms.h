@@ -11,6 +11,41 @@
 #ifndef SHIM_SYMS_H
 #define SHIM_SYMS_H
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compiler.h"
+
+/* glibc's fortify entry points; declared here because <unistd.h> only
+ * declares them when the including file is itself built with fortify. */
+ssize_t __read_chk(int fd, void *buf, size_t nbytes, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *__restrict buf, size_t n, size_t buflen,
+		       int flags, __SOCKADDR_ARG addr,
+		       socklen_t *__restrict addr_len);
+int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+		const sigset_t *ss, size_t fdslen);
+void __chk_fail(void) __attribute__((noreturn));
+
 #define SHIM_SYMS(X)                                                           \
 	X(socket)                                                              \
 	X(socketpair)                                                          \
@@ -69,5 +104,50 @@
 	X(fdopen)                                                              \
 	X(fclose)                                                              \
 	X(splice)
+
+/* The table of real libc functions (syms.c fills it at init). */
+#define SHIM_DECLARE_REAL(f) extern __typeof__(f) *shim_real_##f SHIM_HIDDEN;
+SHIM_SYMS(SHIM_DECLARE_REAL)
+#undef SHIM_DECLARE_REAL
+#define REAL(f) (shim_real_##f)
+
+void shim_syms_resolve(void);
+
+/*
+ * Calls that librdmacm/libibverbs make while we are inside them (rpoll's
+ * poll(), rclose's close(), ...) must reach libc untouched.  Every call into
+ * rsocket_glue brackets itself with shim_enter_lib()/shim_leave_lib().
+ */
+extern __thread int shim_lib_depth;
+static inline void shim_enter_lib(void)
+{
+	shim_lib_depth++;
+}
+static inline void shim_leave_lib(void)
+{
+	shim_lib_depth--;
+}
+static inline bool shim_in_lib(void)
+{
+	return shim_lib_depth != 0;
+}
+
+/*
+ * What rsocket_glue tells the wrappers about the library call it is in,
+ * per thread (it sets them; the wrappers that librdmacm's own calls reach
+ * read them):
+ * - shim_lib_sigmask: while set (around the sleep in rpoll), librdmacm's
+ *   poll() on this thread is a ppoll with this mask, so the caller's
+ *   ppoll/pselect/epoll_pwait mask is applied atomically with the sleep,
+ *   as the kernel does (a signal it unblocks ends the sleep: EINTR);
+ * - shim_pair_capture: while set (around rlisten), the next socketpair()
+ *   stores its first fd here;
+ * - shim_svc_guard: while set (around rconnect/raccept), the socketpair
+ *   librdmacm makes for its service thread is marked, and what is written
+ *   on it goes through sg_svc_write (rsocket_glue/svc.c).
+ */
+extern __thread const sigset_t *shim_lib_sigmask;
+extern __thread int *shim_pair_capture;
+extern __thread bool shim_svc_guard;
 
 #endif
