@@ -56,6 +56,7 @@
  */
 #include "shim.h"
 #include "epoll_int.h"
+#include "epfilter.h"
 #include "glue.h"
 #include "log.h"
 #include "sock.h"
@@ -68,25 +69,6 @@
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
-
-struct ep_reg {
-	int fd;
-	struct shim_sock *s; /* no reference: purged when its last fd goes */
-	uint32_t events;     /* the program's mask, with EPOLLET/ONESHOT */
-	epoll_data_t data;
-	uint32_t reported; /* ET: bits already reported */
-	unsigned int rd_seen, wr_seen;
-	/* ET EPOLLIN of an rsocket: bytes arrived at its last report
-	 * (shim_rdma_arrived), when that count was exact (in_known). */
-	uint64_t in_base;
-	bool in_known;
-	bool disabled;	      /* EPOLLONESHOT fired */
-	bool in_kernel;	      /* still a kernel registration (not yet RDMA) */
-	bool marked;	      /* kernel registration(s) carry the marker */
-	struct ep_set *inner; /* a nested epoll fd's registry */
-	unsigned int stamp, slot; /* translate(): this call's event index+1 */
-	struct ep_reg *next;
-};
 
 struct ep_set {
 	/*
@@ -164,9 +146,6 @@ static void shim_epoll_fork_parent(void)
 	pthread_mutex_unlock(&fork_mu);
 }
 
-#define EP_RDMA_BITS                                                           \
-	(EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLWRNORM | EPOLLRDHUP)
-
 /*
  * Wake the set's waiters so that they take a new snapshot.  Those asleep in
  * sleep_on() poll the eventfd; those asleep in the kernel's epoll_wait (a
@@ -204,16 +183,11 @@ static bool conn_kind(const struct shim_sock *s)
 	       SHIM_SK_EMUL;
 }
 
-static bool emulated(const struct ep_reg *r)
-{
-	return !r->in_kernel || r->inner;
-}
-
 static void reg_link(struct ep_set *set, struct ep_reg *r)
 {
 	/* seq_cst: pairs with the last close's fdrefs/ep_regs (ctl_slow) */
 	__atomic_add_fetch(&r->s->ep_regs, 1, __ATOMIC_SEQ_CST);
-	if (emulated(r))
+	if (ep_emulated(r))
 		__atomic_add_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
 	set->nmarked += r->marked;
 	r->next = set->regs;
@@ -242,7 +216,7 @@ static void reg_unlink(struct ep_set *set, struct ep_reg **pp)
 	if (set->cursor == r)
 		set->cursor = r->next;
 	__atomic_sub_fetch(&r->s->ep_regs, 1, __ATOMIC_RELAXED);
-	if (emulated(r))
+	if (ep_emulated(r))
 		__atomic_sub_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
 	set->nmarked -= r->marked;
 	if (r->marked) {
@@ -819,113 +793,6 @@ static uint32_t rdma_bits(struct shim_sock *s, short rev, uint32_t want)
 								  : 0);
 }
 
-#define EP_IN_BITS (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)
-#define EP_READABLE (EPOLLIN | EPOLLRDNORM)
-
-/*
- * Refresh a registration's ET memory from the sock's I/O generations.  A
- * read re-arms EPOLLIN even with an exact arrival count: the peer's FIN
- * behind data still queued does not show in rsockets (not in the count, not
- * in rpoll), and the kernel would give an event for it; one extra event
- * after a partial read is the price of never missing that one.
- */
-static void rearm(struct ep_reg *r)
-{
-	unsigned int rd = __atomic_load_n(&r->s->rd_gen, __ATOMIC_SEQ_CST);
-	unsigned int wr = __atomic_load_n(&r->s->wr_gen, __ATOMIC_SEQ_CST);
-
-	if (rd != r->rd_seen) {
-		r->reported &= ~(uint32_t)EP_IN_BITS;
-		r->rd_seen = rd;
-	}
-	if (wr != r->wr_seen) {
-		r->reported &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM);
-		r->wr_seen = wr;
-	}
-}
-
-#define EP_NEST_BITS (EPOLLIN | EPOLLRDNORM)
-
-/* Which bits may still produce an event (what a blocking wait watches). */
-static uint32_t waitable(const struct ep_reg *r)
-{
-	uint32_t want = r->events & (r->inner ? EP_NEST_BITS : EP_RDMA_BITS);
-
-	if (r->disabled || !emulated(r))
-		return 0;
-	if (r->events & EPOLLET)
-		want &= ~r->reported;
-	return want;
-}
-
-/* Does r count arrivals for an edge-triggered EPOLLIN on an rsocket? */
-static bool counts_in(const struct ep_reg *r)
-{
-	return (r->events & EPOLLET) && (r->events & EP_READABLE) &&
-	       !r->in_kernel && !r->inner;
-}
-
-/*
- * ET EPOLLIN reported on an fd that was still readable at the last look,
- * with an exact count: new data shows only by counting again (rpoll would
- * return at once), so a sleeper must come back now and then to look.
- */
-static bool in_recheck(const struct ep_reg *r)
-{
-	return r->in_known && !r->disabled && (r->reported & EP_READABLE);
-}
-
-/* r's arrival count if its ET EPOLLIN is at stake (cur readable; rev the
- * rsocket's revents): 0 exact, 1 a lower bound, -errno none taken. */
-static int in_count(const struct ep_reg *r, uint32_t cur, short rev,
-		    uint64_t *now)
-{
-	if (!counts_in(r) || !(cur & EP_READABLE))
-		return -ENODATA;
-	return shim_rdma_arrived(r->s, rev, now);
-}
-
-/*
- * A new edge of an EPOLLIN already reported, still readable and not read
- * since (a read re-arms it: rearm)?  Iff the count at the last report was
- * exact and more arrived since: new data or the peer's EOF.  A lower bound
- * above it (more queued than one peek sees) is growth too.
- */
-static bool in_again(const struct ep_reg *r, int got, uint64_t now)
-{
-	return r->in_known && got >= 0 && now > r->in_base;
-}
-
-/*
- * Level/edge/one-shot filter: cur is what the fd shows now, rev its rpoll
- * revents (0 for a nested set).  Returns the bits to report (0: none) and
- * updates the registration's memory.  Costs one peek of the rsocket when
- * an ET EPOLLIN is reported or checked for a new edge, nothing otherwise.
- */
-static uint32_t filter(struct ep_reg *r, uint32_t cur, short rev)
-{
-	r->reported &= cur; /* gone bits count as new later */
-	if (!cur)
-		return 0;
-	if (r->events & EPOLLET) {
-		uint32_t fresh = cur & ~r->reported;
-		uint64_t now = 0;
-		int got;
-
-		if (!fresh && !r->in_known)
-			return 0;
-		got = in_count(r, cur, rev, &now);
-		if (!fresh && !in_again(r, got, now))
-			return 0;
-		r->reported = cur;
-		r->in_known = got == 0;
-		r->in_base = now;
-	}
-	if (r->events & EPOLLONESHOT)
-		r->disabled = true;
-	return cur;
-}
-
 int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
 		   struct ep_set *wake)
 {
@@ -1053,9 +920,9 @@ static bool peek_locked(struct ep_set *set, int depth)
 		bool again;
 		uint64_t now = 0;
 
-		rearm(r);
-		w = waitable(r);
-		again = in_recheck(r);
+		ep_rearm(r);
+		w = ep_waitable(r);
+		again = ep_in_recheck(r);
 		if (!w && !again)
 			continue;
 		if (r->inner) {
@@ -1070,15 +937,15 @@ static bool peek_locked(struct ep_set *set, int depth)
 		if (sg_poll(&pfd, 1, 0) < 0)
 			continue;
 		cur = pfd.revents ? rdma_bits(r->s, pfd.revents, r->events) : 0;
-		/* As filter(): gone bits count as new later, and a drained fd
-		 * needs no recheck (watch_locked) while a sleeper waits. */
+		/* As ep_filter(): gone bits count as new later, and a drained
+		 * fd needs no recheck (watch_locked) while a sleeper waits. */
 		r->reported &= cur;
 		if (cur & (w | EPOLLERR | EPOLLHUP))
 			return true;
 		/* New data behind reported data: ready, as the kernel's ready
 		 * list would hold r again (the count stays for epoll_wait). */
 		if (again &&
-		    in_again(r, in_count(r, cur, pfd.revents, &now), now))
+		    ep_in_again(r, ep_in_count(r, cur, pfd.revents, &now), now))
 			return true;
 	}
 	return false;
@@ -1103,11 +970,11 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 		/* Park first, then sample the generations: an I/O racing
 		 * with us either moves a generation we see, or sees the park
 		 * and kicks us (shim_epoll_io). */
-		if (emulated(r) && !r->inner && !r->disabled)
+		if (ep_emulated(r) && !r->inner && !r->disabled)
 			__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
-		rearm(r);
-		want = waitable(r);
-		if (in_recheck(r))
+		ep_rearm(r);
+		want = ep_waitable(r);
+		if (ep_in_recheck(r))
 			w->recheck = true;
 		if (!want)
 			continue;
@@ -1205,7 +1072,7 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 		}
 	}
 	for (r = set->regs; r; r = r->next, k++) {
-		rearm(r);
+		ep_rearm(r);
 		if (r == set->cursor)
 			sc->at = k;
 		sc->v[k] = r;
@@ -1238,7 +1105,7 @@ static void visit(struct ep_set *set, struct ep_reg *r, const struct pollfd *p,
 		cur = p->revents ? rdma_bits(r->s, p->revents, r->events) &
 				       (r->events | EPOLLERR | EPOLLHUP)
 				 : 0;
-	cur = filter(r, cur, p->revents);
+	cur = ep_filter(r, cur, p->revents);
 	if (cur)
 		emit(set, r, cur, evs, out);
 }
