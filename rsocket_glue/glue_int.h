@@ -47,4 +47,15 @@ void sg_reap_fork_child(void);
 bool sg_cm_ready(int fd);
 int sg_cm_take_end(int fd);
 
+/*
+ * spin.c: how long sg_wait checks before it sleeps, adapted per thread;
+ * max is ERDMA_SHIM_POLL_US.  window: this wait's spin, in us (at most
+ * max, and within a finite timeout_ms); adapt: after a wait that slept,
+ * waited_us in all since its spin began.
+ */
+#define SPIN_MIN_US 10 /* a window below it is none */
+#define SPIN_IDLE_X 5  /* a wait over SPIN_IDLE_X x max found the peer idle */
+long sg_spin_window(unsigned int max, int timeout_ms);
+void sg_spin_adapt(unsigned int max, long waited_us);
+
 #endif

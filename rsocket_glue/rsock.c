@@ -791,34 +791,11 @@ int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 }
 
 /*
- * ERDMA_SHIM_POLL_US: the most a wait keeps checking before it sleeps
- * (0 = no window of our own; rsockets spins 10 us inside rpoll either way).
- * A sleep costs a wake-up (under rpoll(-1): CQ arm, poll, CQ event read,
- * poll-gate read), far more than a short wait for the peer's next message.
- *
- * The window adapts per thread so that idle connections stop paying for it:
- * a wait that lasted over SPIN_IDLE_X times the maximum found the peer idle,
- * and halves the window (to 0 below SPIN_MIN_US); any shorter wait that
- * ended in sleep doubles it again, up to the maximum.  "Shorter" is judged
- * against a multiple of the maximum, not the maximum itself: once both ends
- * sleep, every wait also carries the peer's wake-up, and a rule that only
- * grew on waits under the maximum would never climb back out of that.
- * Cost: a thread whose waits are all idle spins at most 2x the maximum in
- * all before its window reaches 0; a busy one spins up to the maximum per
- * wait, i.e. while its peer is active (yielding to any other runnable
- * thread, see spin()).
- */
-#define SPIN_MIN_US 10
-#define SPIN_IDLE_X 5
-
-static __thread unsigned int spin_win_us;
-static __thread bool spin_win_set;
-
-/*
- * Check fds until ready or us have passed; one look when us is 0.  Each
- * round yields the CPU: with more waiting threads than CPUs, a spinner must
- * not starve the thread (or, with soft-RoCE, the kernel) that would produce
- * what it waits for.  With nothing else runnable the yield returns at once.
+ * Check fds until ready or us (the window, spin.c) have passed; one look
+ * when us is 0.  Each round yields the CPU: with more waiting threads than
+ * CPUs, a spinner must not starve the thread (or, with soft-RoCE, the
+ * kernel) that would produce what it waits for.  With nothing else
+ * runnable the yield returns at once.
  */
 static int spin(struct pollfd *fds, nfds_t nfds, long us, int64_t t0)
 {
@@ -829,36 +806,6 @@ static int spin(struct pollfd *fds, nfds_t nfds, long us, int64_t t0)
 		if (r != 0 || us <= 0 || shim_now_us() - t0 >= us)
 			return r;
 		sched_yield();
-	}
-}
-
-/* The current window, at most max (which a finite timeout lowers). */
-static long spin_window(unsigned int max, int timeout_ms)
-{
-	long w;
-
-	if (!spin_win_set) {
-		spin_win_us = max; /* start ready to spin */
-		spin_win_set = true;
-	}
-	w = spin_win_us < max ? spin_win_us : max;
-	if (timeout_ms > 0 && w > timeout_ms * 1000L)
-		w = timeout_ms * 1000L;
-	return w;
-}
-
-/* A wait that slept, waited_us in all: would a longer spin have paid? */
-static void spin_adapt(unsigned int max, long waited_us)
-{
-	if (waited_us <= (long)max * SPIN_IDLE_X) {
-		spin_win_us =
-		    spin_win_us < SPIN_MIN_US ? SPIN_MIN_US : spin_win_us * 2;
-		if (spin_win_us > max)
-			spin_win_us = max;
-	} else {
-		spin_win_us /= 2;
-		if (spin_win_us < SPIN_MIN_US)
-			spin_win_us = 0;
 	}
 }
 
@@ -956,7 +903,7 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		return sg_poll(fds, nfds, 0);
 	if (max)
 		t0 = shim_now_us();
-	r = spin(fds, nfds, max ? spin_window(max, timeout_ms) : 0, t0);
+	r = spin(fds, nfds, max ? sg_spin_window(max, timeout_ms) : 0, t0);
 	if (r != 0)
 		return r;
 	if (timeout_ms < 0) {
@@ -980,6 +927,6 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		} while (r == -EINPROGRESS);
 	}
 	if (max && r >= 0) /* woken, or timed out: how long did it take? */
-		spin_adapt(max, (long)(shim_now_us() - t0));
+		sg_spin_adapt(max, (long)(shim_now_us() - t0));
 	return r;
 }
