@@ -1,14 +1,17 @@
 """The byte stream of tests/progs/prefork.c's protocol, shared by the
-Python servers (prefork.py, forking.py): xorshift32 from seed | 1, the low
-byte of each step."""
+Python servers (prefork.py, forking.py): testlib's tl_rng
+(tests/lib/testlib.c): xorshift64 (13, 7, 17) from seed * 0x9E3779B97F4A7C15
++ 1, each step's 8 bytes little-endian."""
+
+M64 = (1 << 64) - 1
 
 
 def stream(seed, n):
-    x = seed | 1
-    out = bytearray(n)
-    for i in range(n):
-        x ^= (x << 13) & 0xFFFFFFFF
-        x ^= x >> 17
-        x ^= (x << 5) & 0xFFFFFFFF
-        out[i] = x & 0xFF
-    return bytes(out)
+    x = (seed * 0x9E3779B97F4A7C15 + 1) & M64
+    out = bytearray()
+    while len(out) < n:
+        x ^= (x << 13) & M64
+        x ^= x >> 7
+        x ^= (x << 17) & M64
+        out += x.to_bytes(8, "little")
+    return bytes(out[:n])
