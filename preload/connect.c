@@ -20,7 +20,7 @@
 #include "connect.h"
 #include "socket.h"
 #include "stats.h"
-#include "epoll_int.h"
+#include "settle.h"
 
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -396,7 +396,7 @@ static int connect_slow(int fd, struct shim_sock *s,
 	}
 	connected(fd, fd, s, addr, len, &dst, rs);
 	shim_sock_attach(s, SHIM_SK_RDMA, rs);
-	shim_epoll_sock_changed(s);
+	shim_sock_ev_changed(s);
 	return 0;
 }
 
@@ -413,9 +413,8 @@ static int connect_slow(int fd, struct shim_sock *s,
  * connect holds a reference to s and a duplicate of the fd (the program
  * may close its fd, and the number be reused).
  *
- * Sleepers (poll, epoll, a blocking call) watch s->settle_fd, an eventfd
- * made for the first of them and written when the rendezvous ends; the kind
- * changes under settle_mu, which the watchers also take, so none misses it.
+ * Sleepers (poll, epoll, a blocking call) watch the rendezvous's end
+ * through settle.c (shim_settle_begin/end mark it).
  */
 struct nb_conn {
 	struct nb_conn *next;
@@ -436,119 +435,6 @@ static struct nb_conn *inbox;
 static int inbox_efd = -1;
 static bool conn_thread_up;
 
-static pthread_mutex_t settle_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* Under settle_mu: s's rendezvous ended (its kind is set). */
-static void settle_wake_locked(struct shim_sock *s)
-{
-	if (s->settle_fd < 0)
-		return;
-	(void)eventfd_write(s->settle_fd, 1);
-	if (!s->settle_users) {
-		REAL(close)(s->settle_fd);
-		s->settle_fd = -1;
-	}
-}
-
-int shim_sock_take_failure(struct shim_sock *s)
-{
-	int k = SHIM_SK_FAILED;
-
-	if (!__atomic_compare_exchange_n(&s->kind, &k, s->fail_kind, false,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return 0;
-	return __atomic_exchange_n(&s->so_error, 0, __ATOMIC_RELAXED);
-}
-
-int shim_settle_watch(struct watch *w, struct shim_sock *s)
-{
-	int err = 0;
-
-	pthread_mutex_lock(&settle_mu);
-	if (!shim_sock_connecting(s)) {
-		w->now = true; /* ended meanwhile: look again at once */
-		goto out;
-	}
-	if (s->settle_fd < 0)
-		s->settle_fd = (int)REAL(syscall)(SYS_eventfd2, 0,
-						  EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->settle_fd < 0) {
-		w->recheck = true; /* no fd to spare: look again, backing off */
-		goto out;
-	}
-	err = shim_watch_add(
-	    w, (struct pollfd){.fd = s->settle_fd, .events = POLLIN}, s, NULL);
-	if (!err) {
-		w->settle[w->n - 1] = true;
-		s->settle_users++;
-	}
-out:
-	pthread_mutex_unlock(&settle_mu);
-	return err;
-}
-
-void shim_settle_unwatch(struct shim_sock *s)
-{
-	pthread_mutex_lock(&settle_mu);
-	if (!--s->settle_users && !shim_sock_connecting(s) &&
-	    s->settle_fd >= 0) {
-		REAL(close)(s->settle_fd);
-		s->settle_fd = -1;
-	}
-	pthread_mutex_unlock(&settle_mu);
-}
-
-struct settle_hold {
-	struct watch *w;
-	struct shim_sock *s;
-};
-
-static void settle_cancelled(void *arg)
-{
-	struct settle_hold *h = arg;
-
-	shim_watch_done(h->w);
-	shim_sock_put(h->s);
-}
-
-/* One sleep on s's end (at most ms): > 0 woken, 0 timed out, -errno. */
-static int settle_sleep(struct shim_sock *s, int ms)
-{
-	struct watch w = {0};
-	struct settle_hold h = {.w = &w, .s = s};
-	int r, cs;
-
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-	r = shim_settle_watch(&w, s);
-	pthread_setcancelstate(cs, NULL);
-	if (!r) {
-		pthread_cleanup_push(settle_cancelled, &h);
-		r = shim_watch_wait(&w, ms, NULL);
-		pthread_cleanup_pop(0);
-	}
-	shim_watch_done(&w);
-	return r;
-}
-
-int shim_settle_wait(struct shim_sock *s, int timeout_ms)
-{
-	int64_t deadline = timeout_ms >= 0 ? shim_now_ms() + timeout_ms : 0;
-
-	while (shim_sock_connecting(s)) {
-		int r, left = -1;
-
-		if (timeout_ms >= 0) {
-			left = (int)(deadline - shim_now_ms());
-			if (left <= 0)
-				return -EAGAIN;
-		}
-		r = settle_sleep(s, left);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
 /* The rendezvous ended with rsocket rs: s is an RDMA connection. */
 static void settle_rdma(struct nb_conn *c, int rs)
 {
@@ -558,10 +444,7 @@ static void settle_rdma(struct nb_conn *c, int rs)
 	connected(c->fd, c->kfd, s, (struct sockaddr *)&c->ua, c->ulen, &c->dst,
 		  rs);
 	s->connect_pending = true; /* the next connect() says 0 */
-	pthread_mutex_lock(&settle_mu);
-	shim_sock_attach(s, SHIM_SK_RDMA, rs);
-	settle_wake_locked(s);
-	pthread_mutex_unlock(&settle_mu);
+	shim_settle_end_rdma(s, rs);
 	__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 	/* Keepalive the program set while it connected (from now on its
 	 * setsockopt forwards it itself; both doing so is harmless). */
@@ -677,13 +560,9 @@ static void settle_tcp(struct nb_conn *c, int rs, const char *why)
 			__atomic_store_n(&s->so_error, errno, __ATOMIC_RELAXED);
 		}
 	}
-	pthread_mutex_lock(&settle_mu);
-	/* seq_cst: pairs with an epoll_ctl ADD's (epoll.c, ctl_slow) */
-	__atomic_store_n(&s->kind, kind, __ATOMIC_SEQ_CST);
-	settle_wake_locked(s);
-	pthread_mutex_unlock(&settle_mu);
+	shim_settle_end(s, kind);
 	__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
-	shim_epoll_fell_back(s);
+	shim_sock_ev_fell_back(s);
 }
 
 /* c's rendezvous ended: r 0 (connected, c->rs) or -errno.  Under
@@ -921,14 +800,8 @@ static int connect_async(int fd, struct shim_sock *s,
 	c->reuse = iwarp_share_port(c->kfd);
 	shim_sock_get(s); /* the connect thread's */
 	__atomic_add_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&settle_mu);
-	/* an earlier connect's eventfd, still watched: unread again */
-	if (s->settle_fd >= 0)
-		(void)eventfd_read(s->settle_fd, &(eventfd_t){0});
-	/* seq_cst: pairs with an epoll_ctl ADD's (epoll.c, ctl_slow) */
-	__atomic_store_n(&s->kind, SHIM_SK_CONNECTING, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&settle_mu);
-	shim_epoll_sock_changed(s); /* its registrations are emulated */
+	shim_settle_begin(s);
+	shim_sock_ev_changed(s); /* its registrations are emulated */
 	__atomic_store_n(&c->ready, true, __ATOMIC_RELEASE);
 	(void)eventfd_write(inbox_efd, 1);
 	return -EINPROGRESS;
@@ -968,7 +841,6 @@ static void shim_connect_fork_parent(void)
 
 static void shim_connect_fork_reset(void)
 {
-	pthread_mutex_init(&settle_mu, NULL);
 	/* the parent's connects and thread are not here: nor are their
 	 * duplicates of the program's sockets (held since before_fork) */
 	close_dups(inbox);

@@ -5,7 +5,7 @@
  * count of an ET EPOLLIN that is at stake.
  */
 #include "epfilter.h"
-#include "epoll_int.h"
+#include "io_int.h"
 
 #include <errno.h>
 

@@ -56,6 +56,7 @@
  */
 #include "shim.h"
 #include "epoll_int.h"
+#include "settle.h"
 #include "epfilter.h"
 #include "glue.h"
 #include "log.h"
@@ -107,7 +108,7 @@ struct ep_set {
 	bool kturn;
 	int kready, kgiven;
 	uint64_t kseen[4];
-	struct ep_set *next_set; /* all sets, for shim_epoll_sock_changed */
+	struct ep_set *next_set; /* all sets, for ep_on_sock_changed */
 };
 
 /* Kernel data of the wake eventfd: never a valid ep_reg address. */
@@ -174,9 +175,16 @@ static void drain_wake(struct ep_set *set)
 	(void)REAL(read)(set->wake_fd, &v, sizeof(v));
 }
 
+/* A sleeper's watch ends: drain the wake eventfd if it fired. */
+static void wake_end(void *set, short revents)
+{
+	if (revents)
+		drain_wake(set);
+}
+
 /* Connected over RDMA, or on the way (a non-blocking connect's rendezvous):
  * emulated.  Read under the set's lock: a connect that settles changes the
- * kind first and then visits the sets (shim_epoll_fell_back). */
+ * kind first and then visits the sets (ep_on_fell_back). */
 static bool conn_kind(const struct shim_sock *s)
 {
 	return SHIM_SK(__atomic_load_n(&s->kind, __ATOMIC_SEQ_CST)) &
@@ -355,7 +363,7 @@ again:
  * one from now on, as the kernel's epoll set lives on behind it (only
  * while the set has no private duplicate, see own_dup).
  */
-void shim_epoll_fd_closing(struct shim_sock *s, int fd)
+static void ep_on_fd_closing(struct shim_sock *s, int fd)
 {
 	struct ep_set *set = s->epset;
 	unsigned int span = shim_fdtable_span();
@@ -391,9 +399,25 @@ static void ep_release(struct shim_sock *s)
 		shim_epoll_free(s->epset);
 }
 
+static void ep_on_sock_changed(struct shim_sock *s);
+static void ep_on_fell_back(struct shim_sock *s);
+static void ep_on_door_opened(struct shim_sock *s);
+static void ep_on_forget(struct shim_sock *s);
+static void ep_on_kick_parked(struct shim_sock *s);
+
+static const struct shim_sock_ev ep_events = {
+    .changed = ep_on_sock_changed,
+    .fell_back = ep_on_fell_back,
+    .door_opened = ep_on_door_opened,
+    .forget = ep_on_forget,
+    .fd_closing = ep_on_fd_closing,
+    .kick_parked = ep_on_kick_parked,
+};
+
 static void ep_start(void)
 {
 	shim_sock_on_release(SHIM_SK_EPOLL, ep_release);
+	shim_sock_on_events(&ep_events);
 }
 
 SHIM_STARTUP(EPOLL, .start = ep_start, .prepare = shim_epoll_fork_prepare,
@@ -478,7 +502,7 @@ static void move_to_rdma(struct ep_set *set, struct ep_reg **pp)
 	}
 }
 
-void shim_epoll_sock_changed(struct shim_sock *s)
+static void ep_on_sock_changed(struct shim_sock *s)
 {
 	/* seq_cst: after the kind's store (an epoll_ctl ADD: ctl_slow) */
 	if (__atomic_load_n(&s->ep_regs, __ATOMIC_SEQ_CST))
@@ -504,7 +528,7 @@ static void move_to_kernel(struct ep_set *set, struct ep_reg **pp)
 	kick(set);
 }
 
-void shim_epoll_fell_back(struct shim_sock *s)
+static void ep_on_fell_back(struct shim_sock *s)
 {
 	/* seq_cst: after the kind's store (an epoll_ctl ADD: ctl_slow) */
 	if (__atomic_load_n(&s->ep_regs, __ATOMIC_SEQ_CST))
@@ -523,7 +547,7 @@ static void add_door(struct ep_set *set, struct ep_reg **pp)
 	kick(set);
 }
 
-void shim_epoll_door_opened(struct shim_sock *s)
+static void ep_on_door_opened(struct shim_sock *s)
 {
 	if (__atomic_load_n(&s->ep_regs, __ATOMIC_ACQUIRE))
 		for_each_reg_of(s, add_door);
@@ -535,7 +559,7 @@ static void kick_reg(struct ep_set *set, struct ep_reg **pp)
 	kick(set);
 }
 
-void shim_epoll_kick_parked(struct shim_sock *s)
+static void ep_on_kick_parked(struct shim_sock *s)
 {
 	if (__atomic_exchange_n(&s->ep_parked, 0, __ATOMIC_SEQ_CST))
 		for_each_reg_of(s, kick_reg);
@@ -595,7 +619,7 @@ static void drop_reg(struct ep_set *set, struct ep_reg **pp)
 	kick(set);
 }
 
-void shim_epoll_forget(struct shim_sock *s)
+static void ep_on_forget(struct shim_sock *s)
 {
 	for_each_reg_of(s, drop_reg);
 }
@@ -793,106 +817,6 @@ static uint32_t rdma_bits(struct shim_sock *s, short rev, uint32_t want)
 								  : 0);
 }
 
-int shim_watch_add(struct watch *w, struct pollfd pfd, struct shim_sock *s,
-		   struct ep_set *wake)
-{
-	if (w->n == w->cap) {
-		int cap = w->cap ? w->cap * 2 : 16;
-		struct pollfd *p = realloc(w->p, (size_t)cap * sizeof(*p));
-		struct shim_sock **h;
-		struct ep_set **k;
-
-		if (!p)
-			return -ENOMEM;
-		w->p = p;
-		h = realloc(w->held, (size_t)cap * sizeof(*h));
-		if (!h)
-			return -ENOMEM;
-		w->held = h;
-		k = realloc(w->wakes, (size_t)cap * sizeof(*k));
-		if (!k)
-			return -ENOMEM;
-		w->wakes = k;
-		bool *st = realloc(w->settle, (size_t)cap * sizeof(*st));
-		if (!st)
-			return -ENOMEM;
-		w->settle = st;
-		w->cap = cap;
-	}
-	if (s)
-		shim_sock_get(s);
-	w->p[w->n] = pfd;
-	w->held[w->n] = s;
-	w->wakes[w->n] = wake;
-	w->settle[w->n] = false;
-	w->n++;
-	return 0;
-}
-
-/* sg_wait with the caller's signal mask, applied atomically with the
- * sleep (see sg_wait_masked). */
-int shim_wait_masked(struct pollfd *p, nfds_t n, int timeout_ms,
-		     const sigset_t *mask)
-{
-	return sg_wait_masked(p, n, timeout_ms, mask);
-}
-
-/*
- * A sleeper that must look again (w->recheck) sleeps at most RECHECK_MIN_MS
- * at first, twice as long each time nothing came, up to RECHECK_MAX_MS;
- * anything that wakes it (or an event delivered, wait_slow) starts over.
- * Only such a sleeper polls: an idle set without one sleeps for good.
- */
-#define RECHECK_MIN_MS 1
-#define RECHECK_MAX_MS 50
-
-static __thread int recheck_ms;
-
-static int recheck_timeout(int timeout_ms)
-{
-	recheck_ms = recheck_ms ? recheck_ms * 2 : RECHECK_MIN_MS;
-	if (recheck_ms > RECHECK_MAX_MS)
-		recheck_ms = RECHECK_MAX_MS;
-	return timeout_ms < 0 || timeout_ms > recheck_ms ? recheck_ms
-							 : timeout_ms;
-}
-
-/* Sleep on everything w lists; on timeout or error nothing fired. */
-int shim_watch_wait(struct watch *w, int timeout_ms, const sigset_t *mask)
-{
-	int r;
-
-	if (w->now)
-		timeout_ms = 0;
-	else if (w->recheck && timeout_ms != 0)
-		timeout_ms = recheck_timeout(timeout_ms);
-	r = shim_wait_masked(w->p, (nfds_t)w->n, timeout_ms, mask);
-	if (r <= 0)
-		for (int i = 0; i < w->n; i++)
-			w->p[i].revents = 0;
-	else
-		recheck_ms = 0;
-	return r;
-}
-
-void shim_watch_done(struct watch *w)
-{
-	for (int i = 0; i < w->n; i++) {
-		/* drained first: the put may be the set's last reference */
-		if (w->wakes[i] && w->p[i].revents)
-			drain_wake(w->wakes[i]);
-		if (w->settle[i])
-			shim_settle_unwatch(w->held[i]);
-		if (w->held[i])
-			shim_sock_put(w->held[i]);
-	}
-	free(w->p);
-	free(w->held);
-	free(w->wakes);
-	free(w->settle);
-	*w = (struct watch){0};
-}
-
 static bool peek_locked(struct ep_set *set, int depth);
 
 /* Readiness of a nested set's emulated side (its kernel side is the
@@ -963,7 +887,7 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 	if (set->wake_fd >= 0)
 		err = shim_watch_add(
 		    w, (struct pollfd){.fd = set->wake_fd, .events = POLLIN},
-		    set->owner, set);
+		    set->owner, wake_end, set);
 	for (r = set->regs; r && !err; r = r->next) {
 		uint32_t want;
 
@@ -990,7 +914,7 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 		}
 		err = shim_watch_add(
 		    w, (struct pollfd){.fd = r->s->rs, .events = (short)want},
-		    r->s, NULL);
+		    r->s, NULL, NULL);
 	}
 	return err;
 }
@@ -1313,8 +1237,9 @@ static int sleep_on(struct shim_sock *es, int timeout_ms, const sigset_t *mask)
 	 * looks at the connections are cancellation points): only in the
 	 * sleep, where the cleanup gives them back */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-	ret = shim_watch_add(
-	    &w, (struct pollfd){.fd = kfd(set), .events = POLLIN}, NULL, NULL);
+	ret = shim_watch_add(&w,
+			     (struct pollfd){.fd = kfd(set), .events = POLLIN},
+			     NULL, NULL, NULL);
 	if (!ret)
 		ret = shim_epoll_watch(set, &w);
 	pthread_setcancelstate(cs, NULL);
@@ -1440,7 +1365,7 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		__atomic_sub_fetch(&set->direct_waiters, 1, __ATOMIC_SEQ_CST);
 		n = gather(set, evs, max);
 		if (n > 0)
-			recheck_ms = 0;
+			shim_watch_delivered();
 		if (n != 0 || left == 0)
 			return n;
 		r = sleep_on(es, left, mask);

@@ -14,9 +14,8 @@
 #include "io_int.h"
 #include "log.h"
 #include "sock.h"
-#include "connect.h"
 #include "stats.h"
-#include "epoll_int.h"
+#include "settle.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -246,7 +245,7 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	if (s->rd_shut)
 		dontwait = true;
 	__atomic_add_fetch(&s->rd_gen, 1, __ATOMIC_SEQ_CST);
-	shim_epoll_io(s);
+	shim_sock_ev_io(s);
 
 	while (i < cnt) {
 		ssize_t r;
@@ -345,7 +344,7 @@ static ssize_t past_end(struct shim_sock *s, size_t want, short rev, int flags)
 	__atomic_store_n(&s->so_error, EPIPE, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&s->tx_bytes, want, __ATOMIC_RELAXED);
 	shim_stat_tx(s->stat_ref, want);
-	shim_epoll_io(s);
+	shim_sock_ev_io(s);
 	return (ssize_t)want;
 }
 
@@ -443,7 +442,7 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	__atomic_store_n(&s->wr_full, sent < want, __ATOMIC_RELAXED);
 	if (sent < want) {
 		__atomic_add_fetch(&s->wr_gen, 1, __ATOMIC_SEQ_CST);
-		shim_epoll_io(s);
+		shim_sock_ev_io(s);
 	}
 	if (!sent)
 		return -EAGAIN;
@@ -1057,17 +1056,4 @@ not_rdma(int fd, struct shim_sock *s, bool dontwait, const struct timeval *tmo)
 		r = shim_connecting_io(s, dontwait, tmo);
 	shim_sock_put(s);
 	return r ? shim_ret(r) : 0;
-}
-
-ssize_t shim_connecting_io(struct shim_sock *s, bool dontwait,
-			   const struct timeval *tmo)
-{
-	int ms = tmo ? shim_tv_ms(tmo) : -1, r;
-
-	if (dontwait || s->nonblock)
-		return -EAGAIN;
-	do
-		r = shim_settle_wait(s, ms);
-	while (r == -EINTR && ms < 0 && shim_eintr_restarts());
-	return r;
 }

@@ -12,6 +12,7 @@
  */
 #include "shim.h"
 #include "epoll_int.h"
+#include "settle.h"
 #include "glue.h"
 #include "sock.h"
 #include "socket.h"
@@ -229,17 +230,17 @@ static int watch_fds(const struct pollfd *fds, nfds_t nfds, struct watch *w)
 
 		if (s && shim_kind(s) == SHIM_SK_RDMA) {
 			q.fd = s->rs;
-			err = shim_watch_add(w, q, s, NULL);
+			err = shim_watch_add(w, q, s, NULL, NULL);
 		} else if (s && shim_kind(s) == SHIM_SK_CONNECTING) {
 			err = shim_settle_watch(w, s);
 		} else {
-			err = shim_watch_add(w, q, NULL, NULL);
+			err = shim_watch_add(w, q, NULL, NULL, NULL);
 			if (!err && s && shim_kind(s) == SHIM_SK_LISTEN)
 				err = shim_watch_add(
 				    w,
 				    (struct pollfd){.fd = shim_listen_qfd(s),
 						    .events = POLLIN},
-				    NULL, NULL);
+				    NULL, NULL, NULL);
 			else if (!err && is_epoll_emul(s))
 				err = shim_epoll_watch(s->epset, w);
 		}

@@ -170,6 +170,13 @@ void shim_sock_attach(struct shim_sock *s, int kind, int rs)
 
 static shim_sock_release_fn *release_ops[SHIM_SK_N];
 
+const struct shim_sock_ev *shim_sock_ev;
+
+void shim_sock_on_events(const struct shim_sock_ev *ev)
+{
+	__atomic_store_n(&shim_sock_ev, ev, __ATOMIC_RELEASE);
+}
+
 void shim_sock_on_release(int kind, shim_sock_release_fn *fn)
 {
 	release_ops[kind] = fn;

@@ -46,6 +46,30 @@ enum shim_kind {
  */
 typedef void shim_sock_release_fn(struct shim_sock *s);
 void shim_sock_on_release(int kind, shim_sock_release_fn *fn);
+/*
+ * What the epoll emulation must hear of a sock, as it happens: the socket
+ * object and the families below epoll tell it through these, which epoll.c
+ * sets at its start step, so none of them calls up into epoll.
+ * - changed: s became RDMA or connecting: its kernel registrations move
+ *   into the emulation;  fell_back: its rendezvous ended on the kernel;
+ * - door_opened: listener s opened its RDMA door: its registrations watch
+ *   the door's accept queue too;
+ * - forget: the last fd of s was closed: its registrations go, as in the
+ *   kernel;  fd_closing: fd of epoll sock s closes, s lives on elsewhere;
+ * - kick_parked: the program did I/O on s while an epoll_wait that stopped
+ *   watching it (ET bits reported) sleeps: it must look again.
+ */
+struct shim_sock_ev {
+	void (*changed)(struct shim_sock *s);
+	void (*fell_back)(struct shim_sock *s);
+	void (*door_opened)(struct shim_sock *s);
+	void (*forget)(struct shim_sock *s);
+	void (*fd_closing)(struct shim_sock *s, int fd);
+	void (*kick_parked)(struct shim_sock *s);
+};
+extern const struct shim_sock_ev *shim_sock_ev;
+void shim_sock_on_events(const struct shim_sock_ev *ev);
+
 /* Kinds whose readiness is emulated (poll, epoll) */
 #define SHIM_SK_EMUL ((1u << SHIM_SK_RDMA) | (1u << SHIM_SK_CONNECTING))
 /* Kinds whose data calls take the slow path (io.c) */
@@ -241,5 +265,42 @@ enum { SHIM_DOOR_NONE, SHIM_DOOR_OPENING, SHIM_DOOR_OPEN, SHIM_DOOR_SHUT };
  * collide with the program's listener).  port must be 1..65535.
  */
 uint16_t shim_rdma_port(uint16_t port);
+
+/* ---- telling the epoll emulation (struct shim_sock_ev) ---- */
+#define SHIM_SOCK_EV(name, ...)                                                \
+	do {                                                                   \
+		const struct shim_sock_ev *ev_ =                               \
+		    __atomic_load_n(&shim_sock_ev, __ATOMIC_ACQUIRE);          \
+		if (ev_)                                                       \
+			ev_->name(__VA_ARGS__);                                \
+	} while (0)
+
+static inline void shim_sock_ev_changed(struct shim_sock *s)
+{
+	SHIM_SOCK_EV(changed, s);
+}
+static inline void shim_sock_ev_fell_back(struct shim_sock *s)
+{
+	SHIM_SOCK_EV(fell_back, s);
+}
+static inline void shim_sock_ev_door_opened(struct shim_sock *s)
+{
+	SHIM_SOCK_EV(door_opened, s);
+}
+static inline void shim_sock_ev_forget(struct shim_sock *s)
+{
+	SHIM_SOCK_EV(forget, s);
+}
+static inline void shim_sock_ev_fd_closing(struct shim_sock *s, int fd)
+{
+	SHIM_SOCK_EV(fd_closing, s, fd);
+}
+/* The program did I/O on s (its generations moved).  Cheap unless an
+ * epoll_wait is parked on s. */
+static inline void shim_sock_ev_io(struct shim_sock *s)
+{
+	if (unlikely(__atomic_load_n(&s->ep_parked, __ATOMIC_SEQ_CST)))
+		SHIM_SOCK_EV(kick_parked, s);
+}
 
 #endif

@@ -10,8 +10,8 @@
 #include "sock.h"
 #include "sockopt.h"
 #include "socket.h"
+#include "sockfd.h"
 #include "stats.h"
-#include "epoll_int.h"
 
 #include <sys/uio.h>
 
@@ -19,33 +19,6 @@
 #include <sched.h>
 #include <string.h>
 #include <time.h>
-
-/* Put s on fd, dropping whatever a close we never saw left there. */
-void shim_fd_install(int fd, struct shim_sock *s)
-{
-	struct shim_sock *stale;
-
-	if (s && !shim_sock_is_sentinel(s))
-		__atomic_add_fetch(&s->fdrefs, 1, __ATOMIC_RELAXED);
-	stale = shim_fd_xchg(fd, s);
-	if (stale == &shim_internal_sock) {
-		shim_log_fd_changed(fd, true);
-	} else if (stale && !shim_sock_is_sentinel(stale)) {
-		/* The last fd of a file takes its epoll registrations (and
-		 * its stats slot) with it, as the kernel does.  seq_cst: an
-		 * epoll_ctl ADD linking a registration now sees fdrefs 0, or
-		 * this sees its ep_regs (epoll.c, ctl_slow). */
-		if (!__atomic_sub_fetch(&stale->fdrefs, 1, __ATOMIC_SEQ_CST)) {
-			if (stale->stat_ref)
-				shim_stat_release(stale);
-			if (__atomic_load_n(&stale->ep_regs, __ATOMIC_SEQ_CST))
-				shim_epoll_forget(stale);
-		} else if (shim_kind(stale) == SHIM_SK_EPOLL) {
-			shim_epoll_fd_closing(stale, fd);
-		}
-		shim_sock_put(stale);
-	}
-}
 
 static bool eligible(int domain, int type, int protocol)
 {
@@ -279,7 +252,7 @@ void shim_listen_door_slow(struct shim_sock *s)
 		door_shut(lrs);
 		return;
 	}
-	shim_epoll_door_opened(s);
+	shim_sock_ev_door_opened(s);
 	shim_stat_sock(s, s->lfd, ERDMA_PATH_LISTEN);
 	shim_dbg("fd %d: listening on TCP and RDMA", s->lfd);
 }
@@ -860,23 +833,6 @@ SHIM_EXPORT void closefrom(int lowfd)
 		lowfd = 0;
 	forget_range((unsigned int)lowfd, ~0u);
 	REAL(closefrom)(lowfd);
-}
-
-void shim_fd_share(int oldfd, int newfd)
-{
-	struct shim_sock *s = shim_fd_get(oldfd);
-
-	if (shim_sock_is_sentinel(s))
-		s = NULL; /* a copy of stderr is the program's own fd */
-	/* oldfd closed by another thread since the dup: newfd keeps the
-	 * kernel's socket, which the shim lets go of with oldfd */
-	if (s && !shim_sock_tryget(oldfd, s, SHIM_SK_ANY))
-		s = NULL;
-	if (newfd == 2 && !s && shim_fd_get(2) == &shim_internal_sock) {
-		shim_log_fd_changed(2, false); /* a new stderr: keep logging */
-		return;
-	}
-	shim_fd_install(newfd, s);
 }
 
 SHIM_EXPORT int dup(int fd)

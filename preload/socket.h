@@ -1,28 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* socket.c: the fd-to-sock table's writers (socket, accept, dup, close)
- * and the listener's RDMA door. */
+/* socket.c: socket, accept, dup, close and the listener's RDMA door. */
 #ifndef SHIM_SOCKET_H
 #define SHIM_SOCKET_H
 
 #include "sock.h"
-
-/* Put s on fd (NULL clears), releasing a stale entry. */
-void shim_fd_install(int fd, struct shim_sock *s);
-/* fd, sock s, is about to be closed (close, fclose): wait out a fork's
- * handover of its connection (after it, fd names whatever the handover
- * left there), then forget fd before the real close lets the number be
- * reused. */
-static inline void shim_fd_forget(int fd, struct shim_sock *s)
-{
-	if (unlikely(shim_kind(s) == SHIM_SK_RDMA) &&
-	    shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA))) {
-		(void)shim_sock_usable(s);
-		shim_sock_put(s);
-	}
-	shim_fd_install(fd, NULL);
-}
-/* newfd now refers to what oldfd refers to (the dup family, F_DUPFD). */
-void shim_fd_share(int oldfd, int newfd);
+#include "sockfd.h"
 
 /* RDMA listeners alive (socket.c): rdma-core 44 copes with 3 at most. */
 extern int shim_live_listeners;

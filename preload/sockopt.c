@@ -17,7 +17,7 @@
 #include "log.h"
 #include "sock.h"
 #include "sockopt.h"
-#include "socket.h"
+#include "sockfd.h"
 
 #include <linux/sockios.h>
 #include <netinet/tcp.h>

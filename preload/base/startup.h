@@ -20,6 +20,7 @@
 	X(STATS)    /* stats.c: the stats segment; a child starts without */   \
 	X(HANDOVER) /* handover.c: fresh connections handed over at fork */    \
 	X(EPOLL)    /* epoll.c: set locks held across fork; a set's end */     \
+	X(SETTLE)   /* settle.c: the lock of connects' ends */                 \
 	X(CONNECT)  /* connect.c: the connect thread and its queue */          \
 	X(SOCKET)   /* socket.c: a listener's door shuts with its sock */      \
 	X(SOCK)	    /* sock.c: fd 2 watched; the sock pool (prepare last) */   \
