@@ -188,21 +188,22 @@ int main(int argc, char **argv)
 	(void)!send(c, "q", 1, MSG_NOSIGNAL);
 	pthread_join(t, NULL);
 
-	printf("wakeup: %ld idle connections, %ld samples: p10 %.1f us, p50 "
-	       "%.1f us, p90 %.1f us, max %.1f us; 2 s idle: waiter %.1f ms "
-	       "CPU, process %.1f ms CPU\n",
-	       idle, samples, pct_us(lat, (size_t)samples, 10),
-	       pct_us(lat, (size_t)samples, 50),
-	       pct_us(lat, (size_t)samples, 90),
-	       pct_us(lat, (size_t)samples, 100), wcpu, pcpu);
-	if (json)
-		printf("{\"idle\": %ld, \"samples\": %ld, \"p10_us\": %.1f, "
-		       "\"p50_us\": %.1f, \"p90_us\": %.1f, \"max_us\": %.1f, "
-		       "\"idle_waiter_cpu_ms\": %.1f, \"idle_process_cpu_ms\": "
-		       "%.1f}\n",
-		       idle, samples, pct_us(lat, (size_t)samples, 10),
-		       pct_us(lat, (size_t)samples, 50),
-		       pct_us(lat, (size_t)samples, 90),
-		       pct_us(lat, (size_t)samples, 100), wcpu, pcpu);
+	{
+		size_t n = (size_t)samples;
+		double p10 = pct_us(lat, n, 10), p50 = pct_us(lat, n, 50);
+		double p90 = pct_us(lat, n, 90), max = pct_us(lat, n, 100);
+
+		printf("wakeup: %ld idle connections, %ld samples: p10 %.1f "
+		       "us, p50 %.1f us, p90 %.1f us, max %.1f us; 2 s idle: "
+		       "waiter %.1f ms CPU, process %.1f ms CPU\n",
+		       idle, samples, p10, p50, p90, max, wcpu, pcpu);
+		if (json)
+			printf(
+			    "{\"idle\": %ld, \"samples\": %ld, \"p10_us\": "
+			    "%.1f, \"p50_us\": %.1f, \"p90_us\": %.1f, "
+			    "\"max_us\": %.1f, \"idle_waiter_cpu_ms\": %.1f, "
+			    "\"idle_process_cpu_ms\": %.1f}\n",
+			    idle, samples, p10, p50, p90, max, wcpu, pcpu);
+	}
 	return 0;
 }
