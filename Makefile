@@ -84,12 +84,19 @@ $(LIB): $(LIB_OBJ) preload/liberdma_shim.map
 
 # Test programs: plain socket programs (they must not know about the shim),
 # plus a few that use rsockets directly to validate the test bed.
-# Each is linked with testlib.o, the helpers they share (tests/lib).
-TESTLIB := $(B)/tests/lib/testlib.o
+# Each is linked with libtestlib.a, the helpers they share (tests/lib): an
+# archive, so a program that uses none of it gets none of it (its
+# constructor and fork handler included).
+TESTLIB_OBJ := $(B)/tests/lib/testlib.o
+TESTLIB := $(B)/tests/lib/libtestlib.a
 
-$(TESTLIB): tests/lib/testlib.c Makefile $(FLAGS_STAMP)
+$(TESTLIB_OBJ): tests/lib/testlib.c Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -c -o $@ $<
+
+$(TESTLIB): $(TESTLIB_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $<
 
 $(B)/tests/progs/%: tests/progs/%.c $(TESTLIB) Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -292,4 +299,4 @@ format:
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_SRC)
 
--include $(foreach t,$(LIB_OBJ) $(TESTLIB) $(READINESS_OBJ) $(filter-out %/readiness,$(PROGS)) $(UNITS) $(BENCHES) $(GRPC_RAW) $(CLI_OBJ),$(dir $(t)).$(notdir $(t)).d)
+-include $(foreach t,$(LIB_OBJ) $(TESTLIB_OBJ) $(READINESS_OBJ) $(filter-out %/readiness,$(PROGS)) $(UNITS) $(BENCHES) $(GRPC_RAW) $(CLI_OBJ),$(dir $(t)).$(notdir $(t)).d)

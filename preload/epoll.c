@@ -893,7 +893,7 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 
 		/* Park first, then sample the generations: an I/O racing
 		 * with us either moves a generation we see, or sees the park
-		 * and kicks us (shim_epoll_io). */
+		 * and kicks us (shim_sock_ev_io). */
 		if (ep_emulated(r) && !r->inner && !r->disabled)
 			__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
 		ep_rearm(r);

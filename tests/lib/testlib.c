@@ -36,14 +36,20 @@ __attribute__((constructor)) static void tl_start(void)
 	pthread_atfork(out_lock_take, out_lock_give, out_lock_give);
 }
 
+/* Not a cancellation point: a thread cancelled in the write would leave
+ * the lock held (and every later line, and fork, waiting for it). */
 void tl_vline(const char *prefix, const char *fmt, va_list ap)
 {
+	int cs;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	pthread_mutex_lock(&out_lock);
 	fputs(prefix, stdout);
 	vprintf(fmt, ap);
 	putchar('\n');
 	fflush(stdout);
 	pthread_mutex_unlock(&out_lock);
+	pthread_setcancelstate(cs, NULL);
 }
 
 void tl_line(const char *prefix, const char *fmt, ...)
@@ -129,7 +135,8 @@ uint64_t tl_fnv(uint64_t h, const void *p, size_t n)
 
 void tl_rng_seed(struct tl_rng *r, uint64_t seed)
 {
-	r->x = seed * 0x9E3779B97F4A7C15ULL + 1; /* never 0 for xorshift */
+	/* xorshift stays 0 from 0: one seed of 2^64 gives it, none in use */
+	r->x = seed * 0x9E3779B97F4A7C15ULL + 1;
 	r->left = 0;
 }
 

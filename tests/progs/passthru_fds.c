@@ -65,7 +65,7 @@ static const char *tag = "main";
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
-	char prefix[16];
+	char prefix[64];
 	va_list ap;
 
 	snprintf(prefix, sizeof(prefix), "[%s] ", tag);

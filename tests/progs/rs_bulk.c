@@ -44,7 +44,7 @@
 #define MAGIC_HELLO 0x4b425352u /* "RSBK" */
 #define MAGIC_OK 0x4b4f5352u	/* "RSOK" */
 #define MAGIC_BAD 0x474e5352u	/* "RSNG" */
-#define PROTO_VERSION 1u
+#define PROTO_VERSION 2u	/* 2: the stream is testlib's tl_rng */
 #define CHUNK (256 * 1024)
 
 struct hello {

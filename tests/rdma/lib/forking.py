@@ -1,8 +1,8 @@
 """Fork per connection in Python (issue 14): socketserver.ForkingTCPServer,
 whose parent accepts, forks a child per connection and closes its copy at
 once.  It serves the protocol of tests/progs/prefork.c (8 bytes: size, seed;
-then that many bytes of the seed's xorshift32 stream), so `prefork get` is
-its client.  The handler first checks that getpeername() names the address
+then that many bytes of the seed's stream, prefork_stream.py: testlib's
+tl_rng), so `prefork get` is its client.  The handler first checks that getpeername() names the address
 accept() returned (it answers nothing otherwise).
 
     python3 forking.py ADDR      prints "ready PORT"; SIGTERM ends it

@@ -2,7 +2,8 @@
 workers and multiprocessing servers: the master listens and forks WORKERS
 workers that block in accept(); the master never accepts.  It serves the
 protocol of tests/progs/prefork.c (8 bytes: size, seed; then that many
-bytes of the seed's xorshift32 stream), so `prefork get` is its client.
+bytes of the seed's stream, prefork_stream.py: testlib's tl_rng), so
+`prefork get` is its client.
 
     python3 prefork.py ADDR WORKERS      prints "ready PORT"; SIGTERM ends it
 """
