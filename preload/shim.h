@@ -32,6 +32,8 @@ struct shim_uring {
 	struct io_uring_cqe *cqes;
 };
 int shim_uring_open(struct shim_uring *u);
+/* This thread's ring, kept until it exits: NULL with -errno in *err. */
+struct shim_uring *shim_uring_thread(int *err);
 void shim_uring_close(struct shim_uring *u);
 int shim_uring_accept(struct shim_uring *u, int fd, struct sockaddr *addr,
 		      socklen_t *len, int flags);

@@ -530,8 +530,9 @@ static int tcp_accepted(int r)
 	return r;
 }
 
-/* The ring's accept withdrawn and the ring gone; a connection it took in
- * the meantime is closed (pthread_cancel: nobody will hear of it). */
+/* The ring's accept withdrawn; a connection it took in the meantime is
+ * closed (pthread_cancel: nobody will hear of it).  The ring stays the
+ * thread's (uring.c). */
 static void ring_drop(void *arg)
 {
 	struct shim_uring *u = arg;
@@ -539,7 +540,6 @@ static void ring_drop(void *arg)
 
 	if (r >= 0)
 		REAL(close)(r);
-	shim_uring_close(u);
 }
 
 /*
@@ -608,7 +608,7 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 	if (fl < 0)
 		return -errno;
 	if (!(fl & O_NONBLOCK)) {
-		struct shim_uring u;
+		struct shim_uring *u;
 
 		/* No door (a sibling's, or none): the kernel's own accept,
 		 * blocking, timeouts and restarts included. */
@@ -617,12 +617,11 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 			r = REAL(accept4)(fd, addr, len, flags);
 			return tcp_accepted(r < 0 ? -errno : r);
 		}
-		r = shim_uring_open(&u);
-		if (r == 0) {
-			pthread_cleanup_push(ring_drop, &u);
-			r = accept_ring(fd, s, &u, addr, len, flags);
+		u = shim_uring_thread(&r);
+		if (u) {
+			pthread_cleanup_push(ring_drop, u);
+			r = accept_ring(fd, s, u, addr, len, flags);
 			pthread_cleanup_pop(0);
-			shim_uring_close(&u);
 			return r;
 		}
 		if (r != -ENOSYS && r != -EPERM)

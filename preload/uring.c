@@ -12,17 +12,23 @@
  * on the listener's wait queue, and it can be cancelled.  The thread polls
  * the ring's fd (readable when the accept completed) beside the door.
  *
- * One small ring per wait, made when the wait begins and gone when it
- * ends: a wait is for a client, so its set-up (a system call and two
- * mappings, tens of µs) does not count, and nothing is kept per thread or
- * per process (a fork child has no ring of its parent's to forget; its
- * mappings are not even copied: MADV_DONTFORK).
+ * One small ring per thread, made at its first such wait and kept until
+ * the thread exits, not one per wait.  Closing a ring is not quiet: the
+ * kernel's exit work for it later interrupts every thread that used it
+ * (task work with TWA_SIGNAL), and an epoll_wait that thread is in then
+ * returns EINTR with no signal sent -- an error the kernel's own accept
+ * would never cause (kexact, case ring-eintr).  At thread exit nobody is
+ * waiting.  A fork child does not use its parent's rings (their mappings
+ * are not even copied: MADV_DONTFORK); it closes them (their fds), which
+ * interrupts nobody while the parent's fds keep the rings open.
  */
 #include "shim.h"
 #include "log.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <linux/io_uring.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -189,6 +195,104 @@ int shim_uring_cancel(struct shim_uring *u)
 	u->armed = false;
 	return res;
 }
+
+/*
+ * The calling thread's ring, made on first use: NULL and -errno in *err
+ * (shim_uring_open's).  Every thread's ring is on one list, so that a fork
+ * child can close them all.
+ */
+struct ring_node {
+	struct shim_uring u;
+	struct ring_node *next;
+};
+
+static pthread_mutex_t rings_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ring_node *rings;
+static pthread_key_t ring_key;
+static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
+static __thread struct ring_node *my_ring;
+
+/* Thread exit: its ring goes (the exit work interrupts a thread that is
+ * leaving). */
+static void ring_gone(void *arg)
+{
+	struct ring_node *n = arg, **pp;
+
+	pthread_mutex_lock(&rings_mu);
+	for (pp = &rings; *pp; pp = &(*pp)->next)
+		if (*pp == n) {
+			*pp = n->next;
+			break;
+		}
+	pthread_mutex_unlock(&rings_mu);
+	shim_uring_close(&n->u);
+	free(n);
+}
+
+static void ring_key_make(void)
+{
+	(void)pthread_key_create(&ring_key, ring_gone);
+}
+
+struct shim_uring *shim_uring_thread(int *err)
+{
+	struct ring_node *n = my_ring;
+
+	if (n)
+		return &n->u;
+	pthread_once(&ring_once, ring_key_make);
+	n = calloc(1, sizeof(*n));
+	if (!n) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	*err = shim_uring_open(&n->u);
+	if (*err) {
+		free(n);
+		return NULL;
+	}
+	pthread_mutex_lock(&rings_mu);
+	n->next = rings;
+	rings = n;
+	pthread_mutex_unlock(&rings_mu);
+	my_ring = n;
+	(void)pthread_setspecific(ring_key, n);
+	return &n->u;
+}
+
+/* A fork child: the parent's rings (every thread's) are closed, not used;
+ * the list's lock may have been held by a thread not here. */
+static void rings_fork_child(void)
+{
+	struct ring_node *n, *next;
+	bool mine = my_ring != NULL;
+
+	pthread_mutex_init(&rings_mu, NULL);
+	for (n = rings; n; n = next) {
+		next = n->next;
+		if (n->u.fd >= 0)
+			REAL(close)(n->u.fd);
+		/* the mappings were not copied (MADV_DONTFORK) */
+		free(n);
+	}
+	rings = NULL;
+	my_ring = NULL;
+	if (mine) /* no destructor for a ring that is gone */
+		(void)pthread_setspecific(ring_key, NULL);
+}
+
+static void rings_fork_prepare(void)
+{
+	pthread_mutex_lock(&rings_mu);
+}
+
+static void rings_fork_parent(void)
+{
+	pthread_mutex_unlock(&rings_mu);
+}
+
+SHIM_STARTUP(URING, .prepare = rings_fork_prepare, .parent = rings_fork_parent,
+	     .child = rings_fork_child);
 
 /*
  * Does this process use io_uring?  Its socket I/O goes to the kernel socket

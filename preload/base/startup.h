@@ -23,6 +23,7 @@
 	X(SETTLE)   /* settle.c: the lock of connects' ends */                 \
 	X(CONNECT)  /* connect.c: the connect thread and its queue */          \
 	X(SOCKET)   /* socket.c: a listener's door shuts with its sock */      \
+	X(URING)    /* uring.c: the threads' accept rings */                   \
 	X(SOCK)	    /* sock.c: fd 2 watched; the sock pool (prepare last) */   \
 	X(GLUE)	    /* rsocket_glue: librdmacm's locks, caches, sleepers */    \
 	X(FORK)	    /* fork.c: a child disowns inherited RDMA (last) */
