@@ -1249,6 +1249,91 @@ static void case_ctl_race(void)
 	    none, other, eb);
 }
 
+/*
+ * A blocking accept, then an unrelated epoll_wait in the same thread: the
+ * wait runs to its timeout.  Under the shim a blocking accept on a
+ * listener with an RDMA door arms the kernel's accept on an io_uring;
+ * when a ring is closed the kernel later runs exit work that interrupts
+ * each thread that used it (task work with TWA_SIGNAL), and epoll_wait
+ * returns EINTR for that, with no signal sent.  The thread is seen asleep
+ * in accept (/proc) before the peer connects, so the accept waits.
+ */
+struct racc {
+	int fd, n, err;
+	pid_t tid;
+	bool in; /* atomic: about to accept */
+};
+
+static void *ring_acceptor(void *arg)
+{
+	struct racc *a = arg;
+	struct epoll_event ev = {.events = EPOLLIN}, out;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	int efd = eventfd(0, EFD_CLOEXEC);
+
+	epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev);
+	a->tid = (pid_t)syscall(SYS_gettid);
+	__atomic_store_n(&a->in, true, __ATOMIC_RELEASE);
+	a->fd = accept(lfd, NULL, NULL);
+	a->n = epoll_wait(ep, &out, 1, 200);
+	a->err = a->n < 0 ? errno : 0;
+	close(ep);
+	close(efd);
+	return NULL;
+}
+
+/* Until thread tid sleeps (state S in /proc), at most 5 s. */
+static void wait_asleep(pid_t tid)
+{
+	char path[64], st[512];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	for (int i = 0; i < 5000; i++) {
+		FILE *f = fopen(path, "r");
+		char *p = NULL;
+
+		if (f) {
+			p = fgets(st, sizeof(st), f);
+			fclose(f);
+		}
+		p = p ? strrchr(st, ')') : NULL;
+		if (p && p[1] == ' ' && p[2] == 'S')
+			return;
+		tl_sleep_ms(1);
+	}
+}
+
+static void case_ring_eintr(void)
+{
+	enum { ROUNDS = 10 };
+	int timeouts = 0, other = 0, first = 0;
+
+	for (int i = 0; i < ROUNDS; i++) {
+		struct racc a = {.fd = -1};
+		pthread_t t;
+		int c;
+
+		pthread_create(&t, NULL, ring_acceptor, &a);
+		while (!__atomic_load_n(&a.in, __ATOMIC_ACQUIRE))
+			sched_yield();
+		wait_asleep(a.tid);
+		c = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(c, (struct sockaddr *)&laddr, sizeof(laddr)) < 0)
+			say("connect: %s", tl_en(errno));
+		pthread_join(t, NULL);
+		if (a.fd >= 0)
+			close(a.fd);
+		close(c);
+		if (a.n == 0)
+			timeouts++;
+		else if (!other++)
+			first = a.n < 0 ? a.err : 0;
+	}
+	say("%d blocking accepts, then epoll_wait(200 ms) in the same thread: "
+	    "%d timed out, %d otherwise (first: %s)",
+	    ROUNDS, timeouts, other, other ? tl_en(first) : "-");
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1261,7 +1346,7 @@ static const struct {
     {"timeo", case_timeo},	   {"syscall", case_syscall},
     {"fdopen", case_fdopen},	   {"splice", case_splice},
     {"nbconnect", case_nbconnect}, {"nbrefused", case_nbrefused},
-    {"ctl-race", case_ctl_race},
+    {"ctl-race", case_ctl_race},   {"ring-eintr", case_ring_eintr},
 };
 
 static void *watchdog(void *arg)

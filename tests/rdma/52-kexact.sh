@@ -37,6 +37,9 @@
 #            listener there; the shim then leaves its kernel socket refused
 #            too): IN|OUT|ERR|HUP, the error told once, EPIPE, EOF,
 #            ECONNABORTED, then a new attempt
+#   ring-eintr  a blocking accept (under the shim: armed on the thread's
+#            io_uring beside the RDMA door), then an epoll_wait in the same
+#            thread: it times out, no EINTR from a ring's exit work
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
