@@ -414,9 +414,13 @@ static const struct shim_sock_ev ep_events = {
     .kick_parked = ep_on_kick_parked,
 };
 
+static const struct shim_kind_ops ep_ops = {
+    .release = ep_release,
+};
+
 static void ep_start(void)
 {
-	shim_sock_on_release(SHIM_SK_EPOLL, ep_release);
+	shim_kind_set_ops(SHIM_SK_EPOLL, &ep_ops);
 	shim_sock_on_events(&ep_events);
 }
 

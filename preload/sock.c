@@ -168,18 +168,11 @@ void shim_sock_attach(struct shim_sock *s, int kind, int rs)
 	__atomic_add_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 }
 
-static shim_sock_release_fn *release_ops[SHIM_SK_N];
-
 const struct shim_sock_ev *shim_sock_ev;
 
 void shim_sock_on_events(const struct shim_sock_ev *ev)
 {
 	__atomic_store_n(&shim_sock_ev, ev, __ATOMIC_RELEASE);
-}
-
-void shim_sock_on_release(int kind, shim_sock_release_fn *fn)
-{
-	release_ops[kind] = fn;
 }
 
 /* The last reference went: the rsocket closes, the sock goes to the pool.
@@ -188,10 +181,11 @@ static __attribute__((noinline)) void sock_release(struct shim_sock *s)
 {
 	int e = errno; /* a caller's errno survives the last reference */
 	int kind = shim_kind(s);
+	shim_kind_fn *release = shim_kind_ops(kind)->release;
 
 	shim_sock_used(s); /* uncounts a fresh one */
-	if (kind > 0 && kind < SHIM_SK_N && release_ops[kind])
-		release_ops[kind](s);
+	if (release)
+		release(s);
 	if (kind == SHIM_SK_LISTEN) {
 		/* counted from listen(), door or not */
 		__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);

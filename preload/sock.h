@@ -14,38 +14,11 @@
 
 #include "fdtable.h"
 #include "addr.h"
+#include "kind.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
 
-enum shim_kind {
-	SHIM_SK_INTERNAL = 1, /* the shim's own fd (log): watched, not owned */
-	SHIM_SK_TCP,	/* eligible TCP socket, not yet connected/listening */
-	SHIM_SK_RDMA,	/* connection carried by an rsocket */
-	SHIM_SK_LISTEN, /* kernel listener plus an rsocket listener */
-	SHIM_SK_EPOLL,	/* an epoll fd with RDMA registrations */
-	SHIM_SK_DEAD,	/* inherited over fork: the kernel fd answers */
-	SHIM_SK_SVC,	/* librdmacm's service-thread socket (see svc.c) */
-	SHIM_SK_RELAY,	/* handed over at fork (handover.c): a loopback TCP
-			 * socket whose peer a relay feeds from the rsocket */
-	SHIM_SK_CONNECTING, /* a non-blocking connect's RDMA rendezvous runs
-			     * on a thread (connect.c); the fd is a bound,
-			     * unconnected kernel socket meanwhile */
-	SHIM_SK_FAILED,	    /* that rendezvous failed and no kernel connect
-			     * followed: so_error is the connect's error,
-			     * which the next call reports, as the kernel's
-			     * sock_error; then s is fail_kind */
-	SHIM_SK_N
-};
-
-/*
- * What the room that owns a kind does when the last reference to a sock of
- * that kind goes, before the sock returns to the pool (epoll.c: the set's
- * registrations; socket.c: the listener's door).  Set by that room's start
- * step (base/startup.h): the socket object never calls up into a family.
- */
-typedef void shim_sock_release_fn(struct shim_sock *s);
-void shim_sock_on_release(int kind, shim_sock_release_fn *fn);
 /*
  * What the epoll emulation must hear of a sock, as it happens: the socket
  * object and the families below epoll tell it through these, which epoll.c
@@ -71,9 +44,9 @@ extern const struct shim_sock_ev *shim_sock_ev;
 void shim_sock_on_events(const struct shim_sock_ev *ev);
 
 /* Kinds whose readiness is emulated (poll, epoll) */
-#define SHIM_SK_EMUL ((1u << SHIM_SK_RDMA) | (1u << SHIM_SK_CONNECTING))
+#define SHIM_SK_EMUL SHIM_KINDS_WITH(SHIM_KF_EMUL)
 /* Kinds whose data calls take the slow path (io.c) */
-#define SHIM_SK_IO_SLOW (SHIM_SK_EMUL | (1u << SHIM_SK_FAILED))
+#define SHIM_SK_IO_SLOW SHIM_KINDS_WITH(SHIM_KF_IO_SLOW)
 
 struct shim_sock {
 	int kind;
@@ -153,6 +126,14 @@ static inline int shim_kind(const struct shim_sock *s)
 	return __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE);
 }
 
+/* Has s's kind any of the properties f (kind.h)?  One read of the kind;
+ * a function that asks twice and needs one answer reads shim_kind once
+ * and asks shim_kind_has. */
+static inline bool shim_kind_is(const struct shim_sock *s, unsigned int f)
+{
+	return shim_kind_has(shim_kind(s), f);
+}
+
 /* A non-blocking connect's rendezvous is under way on s (connect.c). */
 static inline bool shim_sock_connecting(const struct shim_sock *s)
 {
@@ -179,10 +160,6 @@ static inline void shim_sock_get(struct shim_sock *s)
 	__atomic_add_fetch(&s->refs, 1, __ATOMIC_SEQ_CST);
 }
 void shim_sock_put(struct shim_sock *s);
-/* Kind sets for shim_sock_tryget. */
-#define SHIM_SK(k) (1u << (k))
-#define SHIM_SK_ANY (~0u)
-
 /*
  * A reference to s, which the caller found on fd without one and whose
  * kind it then read as one of kinds (SHIM_SK() bits); false when a

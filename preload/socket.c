@@ -307,9 +307,13 @@ void shim_listen_door_shut(struct shim_sock *s)
 	}
 }
 
+static const struct shim_kind_ops listen_ops = {
+    .release = shim_listen_door_shut,
+};
+
 static void socket_start(void)
 {
-	shim_sock_on_release(SHIM_SK_LISTEN, shim_listen_door_shut);
+	shim_kind_set_ops(SHIM_SK_LISTEN, &listen_ops);
 }
 SHIM_STARTUP(SOCKET, .start = socket_start);
 

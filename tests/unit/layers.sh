@@ -2,8 +2,8 @@
 # The library's rooms only look down (README "Layout"): preload/base/ uses
 # nothing above it, rsocket_glue/ uses the base only, the socket object
 # (every preload/*.c that is not one of the exported families listed in
-# FAMILIES below: sock.c, sockfd.c, watch.c, settle.c, stats.c...) the base
-# and the glue only, and every step of the start-up list
+# FAMILIES below: sock.c, kind.c, sockfd.c, watch.c, settle.c, stats.c...)
+# the base and the glue only, and every step of the start-up list
 # (preload/base/startup.h) is registered exactly once.  Read
 # from the built objects (nm): a symbol an object needs that a room above
 # it defines is an arrow that runs back up.
