@@ -852,7 +852,18 @@ static void shim_connect_fork_reset(void)
 		REAL(close)(inbox_efd);
 	inbox_efd = -1;
 }
-SHIM_STARTUP(CONNECT, .prepare = shim_connect_fork_prepare,
+
+/* A fork child's connect under way (fork.c asks the kinds' table). */
+static const struct shim_kind_ops connecting_ops = {
+    .fork_child = shim_connect_fork_child,
+};
+
+static void shim_connect_start(void)
+{
+	shim_kind_set_ops(SHIM_SK_CONNECTING, &connecting_ops);
+}
+SHIM_STARTUP(CONNECT, .start = shim_connect_start,
+	     .prepare = shim_connect_fork_prepare,
 	     .parent = shim_connect_fork_parent,
 	     .child = shim_connect_fork_reset);
 

@@ -12,45 +12,33 @@
  */
 #include "shim.h"
 #include "sock.h"
-#include "connect.h"
-#include "socket.h"
 
+/* An inherited RDMA connection: its fd is the bare kernel socket it
+ * always was underneath.  The same sock may sit on several fds (dup): it
+ * is DEAD after the first. */
+static void disown_conn(struct shim_sock *s)
+{
+	if (s->rs >= 0) {
+		s->rs = -1;
+		__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
+	}
+	shim_sock_used(s);
+	s->kind = SHIM_SK_DEAD;
+}
+
+/* Each inherited sock as its kind's room says (kind.h, fork_child): a
+ * connection (above), a listener (socket.c), a connect under way
+ * (connect.c). */
 static void disown_inherited(void)
 {
 	unsigned int span = shim_fdtable_span();
 
 	for (unsigned int fd = 0; fd < span; fd++) {
 		struct shim_sock *s = shim_fd_get((int)fd);
+		shim_kind_fn *fn;
 
-		if (s && shim_kind(s) == SHIM_SK_CONNECTING) {
-			shim_connect_fork_child(s);
-			continue;
-		}
-		if (!s || (shim_kind(s) != SHIM_SK_RDMA &&
-			   shim_kind(s) != SHIM_SK_LISTEN))
-			continue;
-		/* A listener stays one: the parent's door (if any) stays the
-		 * parent's, and the child may open its own at its first wait
-		 * (a prefork worker: socket.c). */
-		if (shim_kind(s) == SHIM_SK_LISTEN) {
-			if (s->rs >= 0) {
-				s->rs = -1;
-				__atomic_sub_fetch(&shim_live_listeners, 1,
-						   __ATOMIC_RELAXED);
-			}
-			__atomic_store_n(&s->door, SHIM_DOOR_NONE,
-					 __ATOMIC_RELAXED);
-			continue;
-		}
-		/* The same sock may sit on several fds (dup): once is enough.
-		 */
-		if (s->rs >= 0) {
-			s->rs = -1;
-			__atomic_sub_fetch(&shim_rdma_socks, 1,
-					   __ATOMIC_RELAXED);
-		}
-		shim_sock_used(s);
-		s->kind = SHIM_SK_DEAD;
+		if (s && (fn = shim_kind_ops(shim_kind(s))->fork_child))
+			fn(s);
 	}
 }
 
@@ -60,7 +48,16 @@ static void fork_child(void)
 	if (__atomic_load_n(&shim_rdma_socks, __ATOMIC_RELAXED))
 		disown_inherited();
 }
-SHIM_STARTUP(FORK, .child = fork_child);
+
+static const struct shim_kind_ops conn_ops = {
+    .fork_child = disown_conn,
+};
+
+static void fork_start(void)
+{
+	shim_kind_set_ops(SHIM_SK_RDMA, &conn_ops);
+}
+SHIM_STARTUP(FORK, .start = fork_start, .child = fork_child);
 
 SHIM_EXPORT pid_t fork(void)
 {

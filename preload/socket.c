@@ -307,8 +307,21 @@ void shim_listen_door_shut(struct shim_sock *s)
 	}
 }
 
+/* In a fork child: a listener stays one.  The parent's door (if any)
+ * stays the parent's, and the child may open its own at its first wait
+ * (a prefork worker). */
+static void listen_fork_child(struct shim_sock *s)
+{
+	if (s->rs >= 0) {
+		s->rs = -1;
+		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&s->door, SHIM_DOOR_NONE, __ATOMIC_RELAXED);
+}
+
 static const struct shim_kind_ops listen_ops = {
     .release = shim_listen_door_shut,
+    .fork_child = listen_fork_child,
 };
 
 static void socket_start(void)
