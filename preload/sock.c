@@ -159,7 +159,7 @@ void shim_sock_attach(struct shim_sock *s, int kind, int rs)
 {
 	s->rs = rs;
 	/* registered in an epoll set before its connect: used already */
-	if (kind == SHIM_SK_RDMA &&
+	if (shim_kind_has(kind, SHIM_KF_CONN) &&
 	    !__atomic_load_n(&s->ep_regs, __ATOMIC_ACQUIRE)) {
 		__atomic_add_fetch(&shim_fresh_conns, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->fresh, true, __ATOMIC_RELEASE);
@@ -186,7 +186,7 @@ static __attribute__((noinline)) void sock_release(struct shim_sock *s)
 	shim_sock_used(s); /* uncounts a fresh one */
 	if (release)
 		release(s);
-	if (kind == SHIM_SK_LISTEN) {
+	if (shim_kind_has(kind, SHIM_KF_DOOR)) {
 		/* counted from listen(), door or not */
 		__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 	} else if (s->rs >= 0) {
@@ -224,7 +224,7 @@ struct shim_sock *shim_sock_ref(int fd)
 	/* The reference before the handover check: a handover raises
 	 * handed, then counts the references (handover.c), so one of the
 	 * two sees the other (tryget's increment is seq_cst). */
-	if (shim_kind(s) == SHIM_SK_RDMA && !shim_sock_usable(s)) {
+	if (shim_kind_is(s, SHIM_KF_CONN) && !shim_sock_usable(s)) {
 		shim_sock_put(s); /* handed over: the fd is a kernel socket */
 		return NULL;
 	}

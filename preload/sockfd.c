@@ -25,7 +25,7 @@ void shim_fd_install(int fd, struct shim_sock *s)
 				shim_stat_release(stale);
 			if (__atomic_load_n(&stale->ep_regs, __ATOMIC_SEQ_CST))
 				shim_sock_ev_forget(stale);
-		} else if (shim_kind(stale) == SHIM_SK_EPOLL) {
+		} else if (shim_kind_is(stale, SHIM_KF_EPSET)) {
 			shim_sock_ev_fd_closing(stale, fd);
 		}
 		shim_sock_put(stale);

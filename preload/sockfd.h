@@ -19,8 +19,8 @@ void shim_fd_install(int fd, struct shim_sock *s);
  * reused. */
 static inline void shim_fd_forget(int fd, struct shim_sock *s)
 {
-	if (unlikely(shim_kind(s) == SHIM_SK_RDMA) &&
-	    shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA))) {
+	if (unlikely(shim_kind_is(s, SHIM_KF_CONN)) &&
+	    shim_sock_tryget(fd, s, SHIM_KINDS_WITH(SHIM_KF_CONN))) {
 		(void)shim_sock_usable(s);
 		shim_sock_put(s);
 	}
