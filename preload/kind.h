@@ -115,11 +115,10 @@ enum shim_kind_flag {
 /* The kinds with any of the properties f: a constant when f is. */
 #define SHIM_KINDS_WITH(f) (0u SHIM_KIND_TABLE(SHIM_KIND_IF_, f))
 
-/* Has kind (a value read once; 0: no sock) any of the properties f? */
-static inline bool shim_kind_has(int kind, unsigned int f)
-{
-	return SHIM_SK(kind) & SHIM_KINDS_WITH(f);
-}
+/* Has kind (a value read once; 0: no sock) any of the properties f?  A
+ * macro: the set folds where it is written (in an inline function it
+ * folds too late, and the kernel-fd path of read() grew a stack frame). */
+#define shim_kind_has(kind, f) ((SHIM_SK(kind) & SHIM_KINDS_WITH(f)) != 0)
 
 /* The table as an array, for logs and tests. */
 struct shim_kind_info {

@@ -129,10 +129,7 @@ static inline int shim_kind(const struct shim_sock *s)
 /* Has s's kind any of the properties f (kind.h)?  One read of the kind;
  * a function that asks twice and needs one answer reads shim_kind once
  * and asks shim_kind_has. */
-static inline bool shim_kind_is(const struct shim_sock *s, unsigned int f)
-{
-	return shim_kind_has(shim_kind(s), f);
-}
+#define shim_kind_is(s, f) shim_kind_has(shim_kind(s), f)
 
 /* A non-blocking connect's rendezvous is under way on s (connect.c). */
 static inline bool shim_sock_connecting(const struct shim_sock *s)
