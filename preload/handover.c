@@ -234,8 +234,9 @@ static void shim_handover_prepare(void)
 		int err;
 
 		/* held: another thread's dup2 onto fd may release s */
-		if (!s || shim_kind(s) != SHIM_SK_RDMA ||
-		    !shim_sock_tryget((int)fd, s, SHIM_SK(SHIM_SK_RDMA)))
+		if (!s || !shim_kind_is(s, SHIM_KF_CONN) ||
+		    !shim_sock_tryget((int)fd, s,
+				      SHIM_KINDS_WITH(SHIM_KF_CONN)))
 			continue;
 		/* a dup'ed connection (fd refs > 1) stays: the child's
 		 * copies are bare, as before */
@@ -426,7 +427,7 @@ int shim_handover_now(int fd, struct shim_sock *s)
 	}
 	/* state the loopback socket would not carry (shutdowns, a pending
 	 * connect's completion, a reset or error to report) keeps it too */
-	if (shim_kind(s) == SHIM_SK_RDMA && shim_fd_get(fd) == s &&
+	if (shim_kind_is(s, SHIM_KF_CONN) && shim_fd_get(fd) == s &&
 	    __atomic_load_n(&s->fdrefs, __ATOMIC_SEQ_CST) == 1 &&
 	    !__atomic_load_n(&s->ep_regs, __ATOMIC_SEQ_CST) &&
 	    __atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) == 2 && !s->rd_shut &&

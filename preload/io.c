@@ -586,7 +586,8 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 #define RDMA_CALL_F(fd, s, fl, tmo, expr, again)                               \
 	({                                                                     \
 		ssize_t r_;                                                    \
-		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_RDMA)))) \
+		if (unlikely(!shim_sock_tryget(                                \
+			fd, s, SHIM_KINDS_WITH(SHIM_KF_CONN))))                \
 			return not_rdma(fd, s, (fl)&MSG_DONTWAIT, tmo)         \
 				   ?: again;                                   \
 		r_ = (expr);                                                   \
@@ -598,7 +599,7 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 #define RDMA_CALL_WR(fd, s, fl, expr, again)                                   \
 	RDMA_CALL_F(fd, s, fl, &(s)->sndtimeo, expr, again)
 
-#define IS_RDMA(s) unlikely((s) && (SHIM_SK(shim_kind(s)) & SHIM_SK_IO_SLOW))
+#define IS_RDMA(s) unlikely((s) && shim_kind_is(s, SHIM_KF_IO_SLOW))
 
 static __attribute__((noinline)) ssize_t read_slow(struct shim_sock *s, int fd,
 						   void *buf, size_t n)
@@ -1048,9 +1049,9 @@ not_rdma(int fd, struct shim_sock *s, bool dontwait, const struct timeval *tmo)
 	ssize_t r;
 
 	if (!shim_sock_tryget(
-		fd, s, SHIM_SK(SHIM_SK_CONNECTING) | SHIM_SK(SHIM_SK_FAILED)))
+		fd, s, SHIM_KINDS_WITH(SHIM_KF_SETTLING | SHIM_KF_FAILED)))
 		return 0;
-	if (__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) == SHIM_SK_FAILED)
+	if (shim_kind_is(s, SHIM_KF_FAILED))
 		r = -shim_sock_take_failure(s);
 	else
 		r = shim_connecting_io(s, dontwait, tmo);

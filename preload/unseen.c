@@ -172,7 +172,7 @@ static __attribute__((noinline)) void unseen(int fd, const char *call)
 	shim_sock_put(s);
 }
 
-#define IS_RDMA(s) unlikely((s) && shim_kind(s) == SHIM_SK_RDMA)
+#define IS_RDMA(s) unlikely((s) && shim_kind_is(s, SHIM_KF_CONN))
 
 SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
 {
