@@ -215,12 +215,6 @@ static inline bool shim_sock_usable(struct shim_sock *s)
 		return true;
 	return shim_first_use_slow(s);
 }
-/* The names getsockname/getpeername report come from s, not the kernel. */
-static inline bool shim_sock_names(const struct shim_sock *s)
-{
-	return s &&
-	       (shim_kind(s) == SHIM_SK_RDMA || shim_kind(s) == SHIM_SK_RELAY);
-}
 /* Make s an RDMA/LISTEN sock over rs (counts it in shim_rdma_socks). */
 void shim_sock_attach(struct shim_sock *s, int kind, int rs);
 

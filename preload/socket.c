@@ -83,12 +83,14 @@ static bool door_give_way(uint16_t port);
 static int bind_slow(int fd, struct shim_sock *s, const struct sockaddr *addr,
 		     socklen_t len)
 {
-	if (shim_kind(s) == SHIM_SK_RDMA || shim_kind(s) == SHIM_SK_LISTEN)
+	int kind = shim_kind(s);
+
+	if (shim_kind_has(kind, SHIM_KF_CONN | SHIM_KF_DOOR))
 		return -EINVAL; /* already bound, as the kernel says */
 	if (REAL(bind)(fd, addr, len) == 0)
 		return 0;
-	if (errno != EADDRINUSE || shim_kind(s) != SHIM_SK_TCP || !sg_iwarp() ||
-	    len < sizeof(struct sockaddr_in) ||
+	if (errno != EADDRINUSE || !shim_kind_has(kind, SHIM_KF_ELIGIBLE) ||
+	    !sg_iwarp() || len < sizeof(struct sockaddr_in) ||
 	    (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
 	    !door_give_way(shim_addr_port(addr)))
 		return -errno;
@@ -107,10 +109,10 @@ SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || shim_kind(s) == SHIM_SK_INTERNAL))
+	if (likely(!s || shim_kind_is(s, SHIM_KF_KERNEL)))
 		return REAL(bind)(fd, addr, len);
-	if (unlikely(!shim_sock_tryget(
-		fd, s, SHIM_SK_ANY & ~SHIM_SK(SHIM_SK_INTERNAL))))
+	if (unlikely(
+		!shim_sock_tryget(fd, s, ~SHIM_KINDS_WITH(SHIM_KF_KERNEL))))
 		return bind(fd, addr, len); /* a close() came first */
 	r = bind_slow(fd, s, addr.__sockaddr__, len);
 	shim_sock_put(s);
@@ -340,11 +342,11 @@ static bool door_give_way(uint16_t port)
 		struct shim_sock *s = shim_fd_get((int)fd);
 		uint16_t p;
 
-		if (!s || shim_kind(s) != SHIM_SK_LISTEN ||
+		if (!s || !shim_kind_is(s, SHIM_KF_DOOR) ||
 		    !(s = shim_sock_ref((int)fd)))
 			continue;
 		p = shim_addr_port((struct sockaddr *)&s->local);
-		if (shim_kind(s) != SHIM_SK_LISTEN ||
+		if (!shim_kind_is(s, SHIM_KF_DOOR) ||
 		    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) !=
 			SHIM_DOOR_OPEN ||
 		    !p || shim_rdma_port(p) != port) {
@@ -370,7 +372,7 @@ void shim_listen_door_port(uint16_t port)
 	for (unsigned int fd = 0; fd < span; fd++) {
 		struct shim_sock *s = shim_fd_get((int)fd);
 
-		if (!s || shim_kind(s) != SHIM_SK_LISTEN ||
+		if (!s || !shim_kind_is(s, SHIM_KF_DOOR) ||
 		    !(s = shim_sock_ref((int)fd)))
 			continue;
 		if (shim_addr_port((struct sockaddr *)&s->local) == port)
@@ -384,16 +386,17 @@ static int listen_held(int fd, struct shim_sock *s, int backlog);
 SHIM_EXPORT int listen(int fd, int backlog)
 {
 	struct shim_sock *s = shim_fd_get(fd);
-	int r;
+	int kind = s ? shim_kind(s) : 0, r;
 
-	if (likely(!s || shim_kind(s) != SHIM_SK_TCP)) {
-		if (unlikely(s && shim_kind(s) == SHIM_SK_CONNECTING)) {
+	if (likely(!shim_kind_has(kind, SHIM_KF_ELIGIBLE))) {
+		if (unlikely(shim_kind_has(kind, SHIM_KF_SETTLING))) {
 			errno = EINVAL; /* the kernel's, while it connects */
 			return -1;
 		}
 		return REAL(listen)(fd, backlog);
 	}
-	if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_TCP))))
+	if (unlikely(
+		!shim_sock_tryget(fd, s, SHIM_KINDS_WITH(SHIM_KF_ELIGIBLE))))
 		return listen(fd, backlog); /* a close() came first */
 	r = listen_held(fd, s, backlog);
 	shim_sock_put(s);
@@ -686,13 +689,13 @@ SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	if (likely(!s || shim_kind(s) != SHIM_SK_LISTEN))
+	if (likely(!s || !shim_kind_is(s, SHIM_KF_DOOR)))
 		return REAL(accept4)(fd, addr, len, flags);
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) {
 		errno = EINVAL;
 		return -1;
 	}
-	if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK(SHIM_SK_LISTEN))))
+	if (unlikely(!shim_sock_tryget(fd, s, SHIM_KINDS_WITH(SHIM_KF_DOOR))))
 		return accept4(fd, addr, len, flags); /* a close() came first */
 	return (int)shim_ret(accept_slow(fd, s, addr.__sockaddr__, len, flags));
 }
@@ -701,24 +704,23 @@ SHIM_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	if (likely(!s || shim_kind(s) != SHIM_SK_LISTEN))
+	if (likely(!s || !shim_kind_is(s, SHIM_KF_DOOR)))
 		return REAL(accept)(fd, addr, len);
 	return accept4(fd, addr, len, 0);
 }
 
-SHIM_EXPORT int shutdown(int fd, int how)
+/* shutdown of an RDMA connection or listener: out of line, so that the
+ * kernel-fd path stays a tail call. */
+static __attribute__((noinline)) int shutdown_slow(int fd, struct shim_sock *s,
+						   int how)
 {
-	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || (shim_kind(s) != SHIM_SK_RDMA &&
-			  shim_kind(s) != SHIM_SK_LISTEN)))
-		return REAL(shutdown)(fd, how);
 	/* a reference first, then the handover check (handover.c) */
 	if (unlikely(!shim_sock_tryget(
-		fd, s, SHIM_SK(SHIM_SK_RDMA) | SHIM_SK(SHIM_SK_LISTEN))))
+		fd, s, SHIM_KINDS_WITH(SHIM_KF_CONN | SHIM_KF_DOOR))))
 		return shutdown(fd, how); /* a close() came first */
-	if (shim_kind(s) == SHIM_SK_LISTEN) {
+	if (shim_kind_is(s, SHIM_KF_DOOR)) {
 		/* No RDMA connection is accepted after it, as no TCP one is:
 		 * the queued ones end now (door_shut). */
 		r = REAL(shutdown)(fd, how);
@@ -748,6 +750,15 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	return (int)shim_ret(r);
 }
 
+SHIM_EXPORT int shutdown(int fd, int how)
+{
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!s || !shim_kind_is(s, SHIM_KF_CONN | SHIM_KF_DOOR)))
+		return REAL(shutdown)(fd, how);
+	return shutdown_slow(fd, s, how);
+}
+
 /*
  * The program's buffers get the kernel's checks (EFAULT, EINVAL for a
  * negative length) before the shim writes the RDMA connection's address:
@@ -768,44 +779,47 @@ static int check_name_args(int fd, struct sockaddr *addr, socklen_t *len,
 	return REAL(getsockname)(fd, addr, len);
 }
 
-SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+/* getsockname (peer false) or getpeername of a sock that keeps its names
+ * (NAMES).  Out of line: the kernel-fd path stays a tail call. */
+static __attribute__((noinline)) int names_slow(int fd, struct shim_sock *s,
+						struct sockaddr *addr,
+						socklen_t *len, bool peer)
 {
-	struct shim_sock *s = shim_fd_get(fd);
 	socklen_t cap;
 
-	if (likely(!shim_sock_names(s)))
-		return REAL(getsockname)(fd, addr, len);
-	if (unlikely(!shim_sock_tryget(
-		fd, s, SHIM_SK(SHIM_SK_RDMA) | SHIM_SK(SHIM_SK_RELAY))))
-		return getsockname(fd, addr, len); /* a close() came first */
-	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0) {
+	if (unlikely(!shim_sock_tryget(fd, s, SHIM_KINDS_WITH(SHIM_KF_NAMES))))
+		/* a close() came first */
+		return peer ? getpeername(fd, addr, len)
+			    : getsockname(fd, addr, len);
+	if (check_name_args(fd, addr, len, &cap) < 0) {
 		shim_sock_put(s);
 		return -1;
 	}
-	shim_addr_copy_out(&s->local, s->local_len, addr.__sockaddr__, &cap);
+	if (peer)
+		shim_addr_copy_out(&s->peer, s->peer_len, addr, &cap);
+	else
+		shim_addr_copy_out(&s->local, s->local_len, addr, &cap);
 	shim_sock_put(s);
 	*len = cap;
 	return 0;
 }
 
+SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!s || !shim_kind_is(s, SHIM_KF_NAMES)))
+		return REAL(getsockname)(fd, addr, len);
+	return names_slow(fd, s, addr.__sockaddr__, len, false);
+}
+
 SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
 	struct shim_sock *s = shim_fd_get(fd);
-	socklen_t cap;
 
-	if (likely(!shim_sock_names(s)))
+	if (likely(!s || !shim_kind_is(s, SHIM_KF_NAMES)))
 		return REAL(getpeername)(fd, addr, len);
-	if (unlikely(!shim_sock_tryget(
-		fd, s, SHIM_SK(SHIM_SK_RDMA) | SHIM_SK(SHIM_SK_RELAY))))
-		return getpeername(fd, addr, len); /* a close() came first */
-	if (check_name_args(fd, addr.__sockaddr__, len, &cap) < 0) {
-		shim_sock_put(s);
-		return -1;
-	}
-	shim_addr_copy_out(&s->peer, s->peer_len, addr.__sockaddr__, &cap);
-	shim_sock_put(s);
-	*len = cap;
-	return 0;
+	return names_slow(fd, s, addr.__sockaddr__, len, true);
 }
 
 SHIM_EXPORT int close(int fd)

@@ -14,7 +14,7 @@ void shim_listen_door_slow(struct shim_sock *s);
  * door here if it has none yet. */
 static inline void shim_listen_door(struct shim_sock *s)
 {
-	if (s && shim_kind(s) == SHIM_SK_LISTEN &&
+	if (s && shim_kind_is(s, SHIM_KF_DOOR) &&
 	    __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) == SHIM_DOOR_NONE)
 		shim_listen_door_slow(s);
 }
