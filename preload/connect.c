@@ -921,25 +921,32 @@ static int connect_held(int fd, struct shim_sock *s,
 	return connect_slow(fd, s, addr, len);
 }
 
-SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+/* connect on a sock of ours: out of line, so that the kernel-fd path
+ * stays short (connect_held is large). */
+static __attribute__((noinline)) int connect_ours(int fd, struct shim_sock *s,
+						  const struct sockaddr *addr,
+						  socklen_t len)
 {
-	struct shim_sock *s = shim_fd_get(fd);
 	int r;
 
-	if (likely(!s || shim_kind(s) == SHIM_SK_INTERNAL ||
-		   shim_kind(s) == SHIM_SK_RELAY)) {
-		if (unlikely(shim_stat_kconnect_on && !s))
-			return shim_stat_kconnect(fd, addr.__sockaddr__, len);
-		return REAL(connect)(fd, addr, len);
-	}
 	if (unlikely(
-		!shim_sock_tryget(fd, s,
-				  SHIM_SK_ANY & ~(SHIM_SK(SHIM_SK_INTERNAL) |
-						  SHIM_SK(SHIM_SK_RELAY)))))
+		!shim_sock_tryget(fd, s, ~SHIM_KINDS_WITH(SHIM_KF_KERNEL))))
 		return connect(fd, addr, len); /* a close() came first */
-	r = connect_held(fd, s, addr.__sockaddr__, len);
+	r = connect_held(fd, s, addr, len);
 	shim_sock_put(s);
 	if (r == 1)
 		return connect(fd, addr, len);
 	return (int)shim_ret(r);
+}
+
+SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	struct shim_sock *s = shim_fd_get(fd);
+
+	if (likely(!s || shim_kind_is(s, SHIM_KF_KERNEL))) {
+		if (unlikely(shim_stat_kconnect_on && !s))
+			return shim_stat_kconnect(fd, addr.__sockaddr__, len);
+		return REAL(connect)(fd, addr, len);
+	}
+	return connect_ours(fd, s, addr.__sockaddr__, len);
 }
