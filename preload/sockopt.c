@@ -38,14 +38,12 @@
 #define TCP_ULP 31
 #endif
 
-#define MAYBE_RDMA                                                             \
-	(SHIM_SK(SHIM_SK_TCP) | SHIM_SK(SHIM_SK_RDMA) |                        \
-	 SHIM_SK(SHIM_SK_LISTEN) | SHIM_SK(SHIM_SK_CONNECTING) |               \
-	 SHIM_SK(SHIM_SK_FAILED))
+/* The kinds whose options are remembered for an rsocket (kind.h). */
+#define MAYBE_RDMA SHIM_KINDS_WITH(SHIM_KF_OPTS)
 
 static bool maybe_rdma(const struct shim_sock *s)
 {
-	return s && (SHIM_SK(shim_kind(s)) & MAYBE_RDMA);
+	return s && shim_kind_is(s, SHIM_KF_OPTS);
 }
 
 static bool refused(int level, int name)
@@ -226,15 +224,16 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	r = REAL(setsockopt)(fd, level, name, val, len);
 	if (r == 0) {
 		remember(s, level, name, val, len);
-		if (shim_kind(s) == SHIM_SK_RDMA)
+		if (shim_kind_is(s, SHIM_KF_CONN))
 			forward(s, level, name, val, len);
 	}
 	shim_sock_put(s); /* keeps errno */
 	return r;
 }
 
-/* SO_ERROR of an RDMA connection: the pending error, cleared. */
-static int so_error(struct shim_sock *s, void *val, socklen_t *len)
+/* SO_ERROR of an RDMA connection (conn) or of a failed connect: the
+ * pending error, cleared. */
+static int so_error(struct shim_sock *s, bool conn, void *val, socklen_t *len)
 {
 	int err;
 
@@ -244,12 +243,42 @@ static int so_error(struct shim_sock *s, void *val, socklen_t *len)
 		return -EINVAL; /* the kernel reads it as an int */
 	if (*len > sizeof(err))
 		*len = sizeof(err);
-	if (shim_kind(s) == SHIM_SK_RDMA &&
-	    !__atomic_load_n(&s->so_error, __ATOMIC_ACQUIRE))
+	if (conn && !__atomic_load_n(&s->so_error, __ATOMIC_ACQUIRE))
 		(void)shim_rdma_timed_out(s); /* a timeout nothing saw yet */
 	err = __atomic_exchange_n(&s->so_error, 0, __ATOMIC_RELAXED);
 	memcpy(val, &err, *len);
 	return 0;
+}
+
+/* getsockopt on a sock that may be RDMA: out of line, so that the
+ * kernel-fd path stays a tail call. */
+static __attribute__((noinline)) int getsockopt_slow(int fd,
+						     struct shim_sock *s,
+						     int level, int name,
+						     void *val, socklen_t *len)
+{
+	if (refused(level, name)) {
+		errno = ENOPROTOOPT;
+		return -1;
+	}
+	/* an RDMA connection's error, or a non-blocking connect's that
+	 * failed (connect.c, settle_tcp); so_error is read under a
+	 * reference: without one s may be back in the pool */
+	if (level == SOL_SOCKET && name == SO_ERROR) {
+		bool conn;
+		int r;
+
+		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK_ANY)))
+			return getsockopt(fd, level, name, val, len);
+		conn = shim_kind_is(s, SHIM_KF_CONN);
+		if (conn || __atomic_load_n(&s->so_error, __ATOMIC_RELAXED)) {
+			r = so_error(s, conn, val, len);
+			shim_sock_put(s);
+			return (int)shim_ret(r);
+		}
+		shim_sock_put(s);
+	}
+	return REAL(getsockopt)(fd, level, name, val, len);
 }
 
 SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
@@ -259,27 +288,7 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 
 	if (likely(!maybe_rdma(s)))
 		return REAL(getsockopt)(fd, level, name, val, len);
-	if (refused(level, name)) {
-		errno = ENOPROTOOPT;
-		return -1;
-	}
-	/* an RDMA connection's error, or a non-blocking connect's that
-	 * failed (connect.c, settle_tcp); so_error is read under a
-	 * reference: without one s may be back in the pool */
-	if (level == SOL_SOCKET && name == SO_ERROR) {
-		int r;
-
-		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK_ANY)))
-			return getsockopt(fd, level, name, val, len);
-		if (shim_kind(s) == SHIM_SK_RDMA ||
-		    __atomic_load_n(&s->so_error, __ATOMIC_RELAXED)) {
-			r = so_error(s, val, len);
-			shim_sock_put(s);
-			return (int)shim_ret(r);
-		}
-		shim_sock_put(s);
-	}
-	return REAL(getsockopt)(fd, level, name, val, len);
+	return getsockopt_slow(fd, s, level, name, val, len);
 }
 
 /*
@@ -291,7 +300,7 @@ SHIM_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
  */
 static bool forced(const struct shim_sock *s)
 {
-	return shim_kind(s) == SHIM_SK_LISTEN &&
+	return shim_kind_is(s, SHIM_KF_DOOR) &&
 	       __atomic_load_n(&s->nb_forced, __ATOMIC_ACQUIRE);
 }
 
@@ -310,7 +319,7 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 		return r;
 	}
 	r = REAL(fcntl)(fd, cmd, arg);
-	if (cmd == F_GETFL && r >= 0 && shim_kind(s) == SHIM_SK_LISTEN)
+	if (cmd == F_GETFL && r >= 0 && shim_kind_is(s, SHIM_KF_DOOR))
 		r = (r & ~O_NONBLOCK) | (s->nonblock ? O_NONBLOCK : 0);
 	/* what fd names now, as dup does: a close and a new socket may have
 	 * come between the lookup of s and the kernel's dup */
@@ -334,17 +343,17 @@ static int fcntl_slow(int fd, struct shim_sock *s, int cmd, void *arg)
 
 /* fcntl's slow path: RDMA-able sockets, and an epoll fd's duplicates (the
  * copy must find the same registry, as dup's does). */
-static bool fcntl_ours(const struct shim_sock *s, int cmd)
-{
-	return maybe_rdma(s) || (s && shim_kind(s) == SHIM_SK_EPOLL &&
-				 (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC));
-}
-
 static unsigned int fcntl_kinds(int cmd)
 {
 	return MAYBE_RDMA | (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC
-				 ? SHIM_SK(SHIM_SK_EPOLL)
+				 ? SHIM_KINDS_WITH(SHIM_KF_EPSET)
 				 : 0);
+}
+
+/* Is s one of them (its kind read once: tryget checks the same set)? */
+static bool fcntl_ours(const struct shim_sock *s, int cmd)
+{
+	return s && (SHIM_SK(shim_kind(s)) & fcntl_kinds(cmd));
 }
 
 SHIM_EXPORT int fcntl(int fd, int cmd, ...)
@@ -408,7 +417,7 @@ static int ioctl_slow(int fd, struct shim_sock *s, unsigned long req, void *arg)
 			s->nonblock = on != 0;
 		return r;
 	}
-	if (shim_kind(s) == SHIM_SK_RDMA &&
+	if (shim_kind_is(s, SHIM_KF_CONN) &&
 	    (req == FIONREAD || req == SIOCOUTQ)) {
 		if (!arg) {
 			errno = EFAULT;
