@@ -93,7 +93,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	for (i = 0; i < nfds; i++) {
 		struct shim_sock *s = shim_fd_get(fds[i].fd);
 
-		if (s && shim_kind(s) == SHIM_SK_LISTEN)
+		if (s && shim_kind_is(s, SHIM_KF_DOOR))
 			extra++;
 	}
 	if (nfds + extra > ARRAY_SIZE(stack)) {
@@ -127,14 +127,14 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		p[i].revents = 0;
 		if (!s)
 			continue;
-		if (kind[i] == SHIM_SK_LISTEN && n == nfds + extra)
+		if (shim_kind_has(kind[i], SHIM_KF_DOOR) && n == nfds + extra)
 			kind[i] = 0;
-		if (kind[i] == SHIM_SK_RDMA) {
+		if (shim_kind_has(kind[i], SHIM_KF_CONN)) {
 			p[i].fd = s->rs;
 			rdma = true;
-		} else if (kind[i] == SHIM_SK_CONNECTING) {
+		} else if (shim_kind_has(kind[i], SHIM_KF_SETTLING)) {
 			p[i].fd = -1; /* nothing is ready while it connects */
-		} else if (kind[i] == SHIM_SK_LISTEN) {
+		} else if (shim_kind_has(kind[i], SHIM_KF_DOOR)) {
 			if (fds[i].events & POLLIN)
 				shim_listen_door(s);
 			p[n] =
@@ -156,7 +156,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			short rev = p[i].revents;
 			struct shim_sock *s = held[i];
 
-			if (kind[i] == SHIM_SK_RDMA) {
+			if (shim_kind_has(kind[i], SHIM_KF_CONN)) {
 				short want = fds[i].events;
 
 				rev =
@@ -167,7 +167,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 						 : 0));
 				rev &= (short)(want | POLLERR | POLLHUP |
 					       POLLNVAL);
-			} else if (kind[i] == SHIM_SK_LISTEN)
+			} else if (shim_kind_has(kind[i], SHIM_KF_DOOR))
 				rev |= p[x++].revents;
 			fds[i].revents = rev;
 			count += rev != 0;
@@ -181,7 +181,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 /* s, held: an epoll fd whose set emulates something. */
 static bool is_epoll_emul(const struct shim_sock *s)
 {
-	return s && shim_kind(s) == SHIM_SK_EPOLL &&
+	return s && shim_kind_is(s, SHIM_KF_EPSET) &&
 	       shim_epoll_emulating(s->epset);
 }
 
@@ -192,7 +192,7 @@ static bool epoll_emul_fd(int fd)
 	struct shim_sock *s = shim_fd_get(fd);
 	bool emul;
 
-	if (!s || shim_kind(s) != SHIM_SK_EPOLL)
+	if (!s || !shim_kind_is(s, SHIM_KF_EPSET))
 		return false;
 	s = shim_sock_ref(fd);
 	emul = is_epoll_emul(s);
@@ -205,9 +205,7 @@ static bool is_ours(int fd)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
-	return s && (shim_kind(s) == SHIM_SK_RDMA ||
-		     shim_kind(s) == SHIM_SK_LISTEN ||
-		     shim_kind(s) == SHIM_SK_CONNECTING || epoll_emul_fd(fd));
+	return s && (shim_kind_is(s, SHIM_KF_POLL_SLOW) || epoll_emul_fd(fd));
 }
 
 static bool any_ours(const struct pollfd *fds, nfds_t nfds)
@@ -227,21 +225,23 @@ static int watch_fds(const struct pollfd *fds, nfds_t nfds, struct watch *w)
 	for (nfds_t i = 0; i < nfds && !err; i++) {
 		struct pollfd q = {.fd = fds[i].fd, .events = fds[i].events};
 		struct shim_sock *s = shim_sock_ref(fds[i].fd);
+		int kind = s ? shim_kind(s) : 0; /* read once */
 
-		if (s && shim_kind(s) == SHIM_SK_RDMA) {
+		if (shim_kind_has(kind, SHIM_KF_CONN)) {
 			q.fd = s->rs;
 			err = shim_watch_add(w, q, s, NULL, NULL);
-		} else if (s && shim_kind(s) == SHIM_SK_CONNECTING) {
+		} else if (shim_kind_has(kind, SHIM_KF_SETTLING)) {
 			err = shim_settle_watch(w, s);
 		} else {
 			err = shim_watch_add(w, q, NULL, NULL, NULL);
-			if (!err && s && shim_kind(s) == SHIM_SK_LISTEN)
+			if (!err && shim_kind_has(kind, SHIM_KF_DOOR))
 				err = shim_watch_add(
 				    w,
 				    (struct pollfd){.fd = shim_listen_qfd(s),
 						    .events = POLLIN},
 				    NULL, NULL, NULL);
-			else if (!err && is_epoll_emul(s))
+			else if (!err && shim_kind_has(kind, SHIM_KF_EPSET) &&
+				 shim_epoll_emulating(s->epset))
 				err = shim_epoll_watch(s->epset, w);
 		}
 		if (s)
@@ -336,7 +336,7 @@ static bool any_epoll_emul(const struct pollfd *fds, nfds_t nfds)
 	for (nfds_t i = 0; i < nfds; i++) {
 		struct shim_sock *s = shim_fd_get(fds[i].fd);
 
-		if (s && (shim_kind(s) == SHIM_SK_CONNECTING ||
+		if (s && (shim_kind_is(s, SHIM_KF_SETTLING) ||
 			  epoll_emul_fd(fds[i].fd)))
 			return true;
 	}
