@@ -187,8 +187,8 @@ static void wake_end(void *set, short revents)
  * kind first and then visits the sets (ep_on_fell_back). */
 static bool conn_kind(const struct shim_sock *s)
 {
-	return SHIM_SK(__atomic_load_n(&s->kind, __ATOMIC_SEQ_CST)) &
-	       SHIM_SK_EMUL;
+	return shim_kind_has(__atomic_load_n(&s->kind, __ATOMIC_SEQ_CST),
+			     SHIM_KF_EMUL);
 }
 
 static void reg_link(struct ep_set *set, struct ep_reg *r)
@@ -331,8 +331,8 @@ static int get_set(int epfd, struct ep_set **out, struct shim_sock **held)
 
 again:
 	es = shim_fd_get(epfd);
-	if (es && shim_kind(es) == SHIM_SK_EPOLL) {
-		if (!shim_sock_tryget(epfd, es, SHIM_SK(SHIM_SK_EPOLL)))
+	if (es && shim_kind_is(es, SHIM_KF_EPSET)) {
+		if (!shim_sock_tryget(epfd, es, SHIM_KINDS_WITH(SHIM_KF_EPSET)))
 			goto again; /* a close() came first */
 		*held = es;
 		*out = es->epset;
@@ -587,7 +587,7 @@ static int kernel_ctl(struct ep_set *set, int op, struct ep_reg *r,
 	kev.data.u64 = (uint64_t)(uintptr_t)r;
 	if (REAL(epoll_ctl)(kfd(set), op, r->fd, &kev) < 0)
 		return -errno;
-	if (shim_kind(r->s) == SHIM_SK_LISTEN)
+	if (shim_kind_is(r->s, SHIM_KF_DOOR))
 		qfd = shim_listen_qfd(r->s);
 	if (qfd >= 0) {
 		/* Best effort: the listening fd itself is registered, and a
@@ -612,7 +612,7 @@ static void drop_reg(struct ep_set *set, struct ep_reg **pp)
 
 	if (r->marked) {
 		REAL(epoll_ctl)(kfd(set), EPOLL_CTL_DEL, r->fd, NULL);
-		int qfd = shim_kind(r->s) == SHIM_SK_LISTEN
+		int qfd = shim_kind_is(r->s, SHIM_KF_DOOR)
 			      ? shim_listen_qfd(r->s)
 			      : -1;
 
@@ -632,7 +632,8 @@ static int ctl_add(struct ep_set *set, int fd, struct shim_sock *s,
 		   const struct epoll_event *ev)
 {
 	struct ep_reg *r = calloc(1, sizeof(*r));
-	int err;
+	/* read once, as conn_kind reads it */
+	int kind = __atomic_load_n(&s->kind, __ATOMIC_SEQ_CST), err;
 
 	if (!r)
 		return -ENOMEM;
@@ -642,10 +643,9 @@ static int ctl_add(struct ep_set *set, int fd, struct shim_sock *s,
 	r->data = ev->data;
 	/* Not (yet) RDMA: the kernel watches it, with the program's data
 	 * until connect decides; listeners and nested sets with a marker. */
-	r->in_kernel = !conn_kind(s);
-	r->marked =
-	    shim_kind(s) == SHIM_SK_LISTEN || shim_kind(s) == SHIM_SK_EPOLL;
-	r->inner = shim_kind(s) == SHIM_SK_EPOLL ? s->epset : NULL;
+	r->in_kernel = !shim_kind_has(kind, SHIM_KF_EMUL);
+	r->marked = shim_kind_has(kind, SHIM_KF_DOOR | SHIM_KF_EPSET);
+	r->inner = shim_kind_has(kind, SHIM_KF_EPSET) ? s->epset : NULL;
 	if (r->in_kernel) {
 		err = kernel_ctl(set, EPOLL_CTL_ADD, r, ev);
 		if (err) {
@@ -700,7 +700,7 @@ static int ctl_slow(int epfd, int op, int fd, struct shim_sock *s,
 		err = ensure_wake(set);
 	/* A nested set's kicks must reach the outer set's sleepers, who
 	 * watch its wake eventfd. */
-	if (!err && shim_kind(s) == SHIM_SK_EPOLL)
+	if (!err && shim_kind_is(s, SHIM_KF_EPSET))
 		err = ensure_wake(s->epset);
 	if (err) {
 		if (es)
@@ -754,9 +754,7 @@ SHIM_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	/* (a DEAD sock may have registrations listed: a connect that fell
 	 * back to the kernel, connect.c) */
-	if (likely(!s || shim_kind(s) == SHIM_SK_INTERNAL ||
-		   shim_kind(s) == SHIM_SK_SVC ||
-		   shim_kind(s) == SHIM_SK_RELAY || shim_in_lib()))
+	if (likely(!s || shim_kind_is(s, SHIM_KF_KERNEL) || shim_in_lib()))
 		return REAL(epoll_ctl)(epfd, op, fd, ev);
 	s = shim_sock_ref(fd);
 	if (!s)
@@ -1385,11 +1383,11 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 	int r;                                                                 \
 	do {                                                                   \
 		es = shim_fd_get(epfd);                                        \
-		if (likely(!es || shim_kind(es) != SHIM_SK_EPOLL ||            \
+		if (likely(!es || !shim_kind_is(es, SHIM_KF_EPSET) ||          \
 			   shim_in_lib()))                                     \
 			return real_call;                                      \
-	} while (                                                              \
-	    unlikely(!shim_sock_tryget(epfd, es, SHIM_SK(SHIM_SK_EPOLL))));    \
+	} while (unlikely(                                                     \
+	    !shim_sock_tryget(epfd, es, SHIM_KINDS_WITH(SHIM_KF_EPSET))));     \
 	r = wait_slow(es, evs, max, timeout, sigmask);                         \
 	shim_sock_put(es);                                                     \
 	return (int)shim_ret(r)
