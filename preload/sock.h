@@ -43,11 +43,6 @@ struct shim_sock_ev {
 extern const struct shim_sock_ev *shim_sock_ev;
 void shim_sock_on_events(const struct shim_sock_ev *ev);
 
-/* Kinds whose readiness is emulated (poll, epoll) */
-#define SHIM_SK_EMUL SHIM_KINDS_WITH(SHIM_KF_EMUL)
-/* Kinds whose data calls take the slow path (io.c) */
-#define SHIM_SK_IO_SLOW SHIM_KINDS_WITH(SHIM_KF_IO_SLOW)
-
 struct shim_sock {
 	int kind;
 	int refs; /* atomic: fds + calls in flight; 0: released */
