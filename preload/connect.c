@@ -814,10 +814,7 @@ sync:
  * not here): the child's fd answers from the kernel. */
 void shim_connect_fork_child(struct shim_sock *s)
 {
-	if (s->settle_fd >= 0)
-		REAL(close)(s->settle_fd);
-	s->settle_fd = -1;
-	s->settle_users = 0;
+	shim_settle_forget(s);
 	s->kind = SHIM_SK_DEAD;
 	__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 }

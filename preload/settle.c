@@ -65,6 +65,22 @@ static void settle_fork_child(void)
 
 SHIM_STARTUP(SETTLE, .child = settle_fork_child);
 
+/*
+ * A fork child: s's connect was the parent's, and so are its eventfd's
+ * watchers (threads not here) and the count of them; a child's own watch
+ * would wait on an fd no one writes.  The copy of the eventfd is closed
+ * (the parent's stays open).  No settle_mu: this runs from the FORK step,
+ * the last child step, after SETTLE's reset above (startup.h), in the
+ * child's only thread, so no one can hold the lock or see s meanwhile.
+ */
+void shim_settle_forget(struct shim_sock *s)
+{
+	if (s->settle_fd >= 0)
+		REAL(close)(s->settle_fd);
+	s->settle_fd = -1;
+	s->settle_users = 0;
+}
+
 int shim_sock_take_failure(struct shim_sock *s)
 {
 	int k = SHIM_SK_FAILED;

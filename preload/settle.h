@@ -13,6 +13,10 @@ void shim_settle_begin(struct shim_sock *s);
 void shim_settle_end(struct shim_sock *s, int kind);
 void shim_settle_end_rdma(struct shim_sock *s, int rs);
 
+/* In a fork child (fork.c, through connect.c): forget connecting s's
+ * eventfd and its watchers, the parent's. */
+void shim_settle_forget(struct shim_sock *s);
+
 /* Watch connecting s's end: 0 or -errno (w->now set if it ended
  * already); shim_watch_done lets go of it. */
 int shim_settle_watch(struct watch *w, struct shim_sock *s);
