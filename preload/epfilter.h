@@ -34,6 +34,11 @@ struct ep_reg {
 	struct ep_set *inner; /* a nested epoll fd's registry */
 	unsigned int stamp, slot; /* translate(): this call's event index+1 */
 	struct ep_reg *next;
+	/* epoll.c's O(ready) wait: on the set's candidate list (cand), and
+	 * the kernel fds registered for it in the set's chan_ep (-1: none) */
+	bool cand;
+	struct ep_reg *cand_prev, *cand_next;
+	int chan_fd, cm_fd;
 };
 
 #define EP_RDMA_BITS                                                           \

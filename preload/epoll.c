@@ -95,16 +95,27 @@ struct ep_set {
 	int direct_waiters;   /* atomic: threads asleep in the kernel's wait */
 	unsigned int stamp;   /* per collect */
 	/*
-	 * Fairness (gather): turns alternate between a pass over the
-	 * registry, which resumes where the last call stopped (cursor; NULL:
-	 * the head), and one over the kernel's ready list (kturn), which the
-	 * kernel rotates itself.  A kernel turn gives as many events as the
-	 * kernel had ready when last seen whole (kready: a fetch that got fewer
-	 * than asked; -1 unknown), counted in kgiven; without that number it
-	 * ends when an event comes back that the turn already gave (kseen, a
-	 * bitmap of hashed epoll data): the kernel's list went round.
+	 * O(ready): the emulated registrations that may be ready (cand, a
+	 * list in visiting order), and an epoll set of the kernel fds that
+	 * turn readable when an RDMA connection changes (chan_ep: each
+	 * connection's completion channel and rdma_cm duplicate, edge-
+	 * triggered, data: the ep_reg, CM_TAG for the second).  See
+	 * arm_locked.  -1: none (EMFILE): every registration stays a
+	 * candidate, and sleepers watch the rsockets themselves.
 	 */
-	struct ep_reg *cursor;
+	struct ep_reg *cand, *cand_tail;
+	int chan_ep;
+	/*
+	 * Fairness (gather): turns alternate between a pass over the
+	 * candidates, in which a registration that gives an event goes to
+	 * the list's tail (as the kernel's ready list does), and one over the
+	 * kernel's ready list (kturn), which the kernel rotates itself.  A
+	 * kernel turn gives as many events as the kernel had ready when last
+	 * seen whole (kready: a fetch that got fewer than asked; -1 unknown),
+	 * counted in kgiven; without that number it ends when an event comes
+	 * back that the turn already gave (kseen, a bitmap of hashed epoll
+	 * data): the kernel's list went round.
+	 */
 	bool kturn;
 	int kready, kgiven;
 	uint64_t kseen[4];
@@ -115,6 +126,9 @@ struct ep_set {
 #define WAKE_MARK(set) ((uint64_t)(uintptr_t) & (set)->wake_fd)
 /* The accept queue of a listener: its reg's address with bit 0 set. */
 #define QFD_TAG 1u
+/* In chan_ep: a connection's rdma_cm duplicate (else its completion
+ * channel). */
+#define CM_TAG 1u
 
 static int kfd(const struct ep_set *set)
 {
@@ -191,6 +205,47 @@ static bool conn_kind(const struct shim_sock *s)
 			     SHIM_KF_EMUL);
 }
 
+static void cand_add(struct ep_set *set, struct ep_reg *r)
+{
+	if (r->cand || !ep_emulated(r))
+		return;
+	r->cand = true;
+	r->cand_next = NULL;
+	r->cand_prev = set->cand_tail;
+	if (set->cand_tail)
+		set->cand_tail->cand_next = r;
+	else
+		set->cand = r;
+	set->cand_tail = r;
+}
+
+static void cand_del(struct ep_set *set, struct ep_reg *r)
+{
+	if (!r->cand)
+		return;
+	if (r->cand_prev)
+		r->cand_prev->cand_next = r->cand_next;
+	else
+		set->cand = r->cand_next;
+	if (r->cand_next)
+		r->cand_next->cand_prev = r->cand_prev;
+	else
+		set->cand_tail = r->cand_prev;
+	r->cand = false;
+	r->cand_prev = r->cand_next = NULL;
+}
+
+/* r's connection is no longer watched through chan_ep (its rsocket is still
+ * open: the numbers are its own). */
+static void chan_forget(struct ep_set *set, struct ep_reg *r)
+{
+	if (r->chan_fd >= 0)
+		REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_DEL, r->chan_fd, NULL);
+	if (r->cm_fd >= 0)
+		REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_DEL, r->cm_fd, NULL);
+	r->chan_fd = r->cm_fd = -1;
+}
+
 static void reg_link(struct ep_set *set, struct ep_reg *r)
 {
 	/* seq_cst: pairs with the last close's fdrefs/ep_regs (ctl_slow) */
@@ -200,6 +255,7 @@ static void reg_link(struct ep_set *set, struct ep_reg *r)
 	set->nmarked += r->marked;
 	r->next = set->regs;
 	set->regs = r;
+	cand_add(set, r);
 }
 
 /* Free the graves once no thread is in the kernel's wait: one that is may
@@ -221,8 +277,8 @@ static void reg_unlink(struct ep_set *set, struct ep_reg **pp)
 	struct ep_reg *r = *pp;
 
 	*pp = r->next;
-	if (set->cursor == r)
-		set->cursor = r->next;
+	chan_forget(set, r);
+	cand_del(set, r);
 	__atomic_sub_fetch(&r->s->ep_regs, 1, __ATOMIC_RELAXED);
 	if (ep_emulated(r))
 		__atomic_sub_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
@@ -245,6 +301,7 @@ static struct ep_set *set_new(int epfd)
 	set->epfd = epfd;
 	set->own_fd = -1;
 	set->wake_fd = -1;
+	set->chan_ep = -1;
 	set->kready = -1;
 	pthread_mutex_init(&set->lock, NULL);
 	return set;
@@ -312,6 +369,8 @@ static int ensure_wake(struct ep_set *set)
 		REAL(close)(fd);
 	} else {
 		own_dup(set);
+		/* none (EMFILE): the set waits as before O(ready) */
+		set->chan_ep = REAL(epoll_create1)(EPOLL_CLOEXEC);
 		__atomic_store_n(&set->wake_fd, fd, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&fork_mu);
@@ -378,6 +437,24 @@ static void ep_on_fd_closing(struct shim_sock *s, int fd)
 }
 
 /*
+ * A fork child shares the parent's chan_ep (one kernel object behind both
+ * fds): a registration made or dropped here would be the parent's too.  So
+ * the child lets go of it and starts a set of its own, with every
+ * registration a candidate again.
+ */
+static void chan_fork_child(struct ep_set *set)
+{
+	if (set->chan_ep < 0)
+		return;
+	REAL(close)(set->chan_ep);
+	set->chan_ep = REAL(epoll_create1)(EPOLL_CLOEXEC);
+	for (struct ep_reg *r = set->regs; r; r = r->next) {
+		r->chan_fd = r->cm_fd = -1;
+		cand_add(set, r);
+	}
+}
+
+/*
  * A fork child has only the thread that forked: a lock another thread of
  * the parent held is held for good here unless made anew, and no thread
  * waits in any set.
@@ -389,6 +466,7 @@ static void shim_epoll_fork_child(void)
 	for (struct ep_set *set = all_sets; set; set = set->next_set) {
 		pthread_mutex_init(&set->lock, NULL);
 		set->direct_waiters = 0;
+		chan_fork_child(set);
 	}
 }
 
@@ -455,6 +533,8 @@ static void shim_epoll_free(struct ep_set *set)
 		REAL(close)(set->wake_fd);
 	if (set->own_fd >= 0)
 		REAL(close)(set->own_fd);
+	if (set->chan_ep >= 0)
+		REAL(close)(set->chan_ep);
 	pthread_mutex_destroy(&set->lock);
 	free(set);
 }
@@ -502,6 +582,7 @@ static void move_to_rdma(struct ep_set *set, struct ep_reg **pp)
 		r->reported = 0;
 		r->in_known = false;
 		__atomic_add_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
+		cand_add(set, r);
 		kick(set);
 	}
 }
@@ -527,6 +608,8 @@ static void move_to_kernel(struct ep_set *set, struct ep_reg **pp)
 	if (r->disabled) /* a one-shot that fired stays disarmed */
 		ev.events &= EPOLLONESHOT | EPOLLET;
 	(void)REAL(epoll_ctl)(kfd(set), EPOLL_CTL_ADD, r->fd, &ev);
+	chan_forget(set, r);
+	cand_del(set, r);
 	r->in_kernel = true;
 	__atomic_sub_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
 	kick(set);
@@ -557,9 +640,10 @@ static void ep_on_door_opened(struct shim_sock *s)
 		for_each_reg_of(s, add_door);
 }
 
+/* The program used r's fd: r may show new events (ep_rearm). */
 static void kick_reg(struct ep_set *set, struct ep_reg **pp)
 {
-	(void)pp;
+	cand_add(set, *pp);
 	kick(set);
 }
 
@@ -639,6 +723,7 @@ static int ctl_add(struct ep_set *set, int fd, struct shim_sock *s,
 		return -ENOMEM;
 	r->fd = fd;
 	r->s = s;
+	r->chan_fd = r->cm_fd = -1;
 	r->events = ev->events;
 	r->data = ev->data;
 	/* Not (yet) RDMA: the kernel watches it, with the program's data
@@ -676,6 +761,7 @@ static int ctl_mod(struct ep_set *set, struct ep_reg *r,
 	r->disabled = false;
 	r->reported = 0; /* a MOD re-arms, as in the kernel */
 	r->in_known = false;
+	cand_add(set, r);
 	return 0;
 }
 
@@ -959,8 +1045,7 @@ static void emit(struct ep_set *set, struct ep_reg *r, uint32_t bits,
 	(*out)++;
 }
 
-/* One rpoll of the registry's rsockets: its registrations in list order,
- * and where this call's walk starts (the cursor's index). */
+/* One rpoll of the candidates' rsockets, in list order. */
 struct scan {
 	struct pollfd *p, p_stack[64];
 	struct ep_reg **v, *v_stack[64];
@@ -985,7 +1070,7 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 	sc->n = sc->at = sc->left = 0;
 	if (!__atomic_load_n(&set->nemul, __ATOMIC_RELAXED))
 		return 0;
-	for (r = set->regs; r; r = r->next)
+	for (r = set->cand; r; r = r->cand_next)
 		n++;
 	if (n > (int)ARRAY_SIZE(sc->p_stack)) {
 		sc->p = malloc((size_t)n * sizeof(*sc->p));
@@ -997,10 +1082,8 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 			return -ENOMEM;
 		}
 	}
-	for (r = set->regs; r; r = r->next, k++) {
+	for (r = set->cand; r; r = r->cand_next, k++) {
 		ep_rearm(r);
-		if (r == set->cursor)
-			sc->at = k;
 		sc->v[k] = r;
 		sc->p[k].fd =
 		    r->disabled || r->in_kernel || shim_sock_connecting(r->s)
@@ -1017,7 +1100,8 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 	return 0;
 }
 
-/* Filter r's readiness (p: its rpoll entry) and note its event, if any. */
+/* Filter r's readiness (p: its rpoll entry) and note its event, if any:
+ * r then goes to the candidates' tail. */
 static void visit(struct ep_set *set, struct ep_reg *r, const struct pollfd *p,
 		  struct epoll_event *evs, int *out)
 {
@@ -1032,14 +1116,18 @@ static void visit(struct ep_set *set, struct ep_reg *r, const struct pollfd *p,
 				       (r->events | EPOLLERR | EPOLLHUP)
 				 : 0;
 	cur = ep_filter(r, cur, p->revents);
-	if (cur)
+	if (cur) {
 		emit(set, r, cur, evs, out);
+		cand_del(set, r);
+		cand_add(set, r);
+	}
 }
 
 /*
- * Step 1, the registry's turn: events of its emulated fds from the cursor
- * on, into evs[out, max).  Reaching the list's end ends the turn: the
- * kernel's is next, then the registry's again from the head.  Locked.
+ * Step 1, the candidates' turn: their events, in list order, into
+ * evs[out, max).  Reaching the list's end ends the turn: the kernel's is
+ * next.  Those that gave an event went to the tail, so the next turn
+ * begins with those not visited yet.  Locked.
  */
 static int rdma_turn(struct ep_set *set, struct scan *sc,
 		     struct epoll_event *evs, int out, int max)
@@ -1048,12 +1136,10 @@ static int rdma_turn(struct ep_set *set, struct scan *sc,
 		visit(set, sc->v[sc->at], &sc->p[sc->at], evs, &out);
 		sc->left--;
 		if (++sc->at == sc->n) {
-			sc->at = 0;
 			set->kturn = true;
 			break;
 		}
 	}
-	set->cursor = sc->at ? sc->v[sc->at] : NULL;
 	return out;
 }
 
@@ -1209,6 +1295,154 @@ static int translate_locked(struct ep_set *set, struct epoll_event *evs,
 	return out;
 }
 
+/*
+ * O(ready).  A registration leaves the candidates only when its connection
+ * is armed (sg_arm) with both of its kernel fds in chan_ep: from then on,
+ * anything that can change what it shows -- a completion (data, room to
+ * send, the peer's close) or an rdma_cm event (the peer gone) -- makes
+ * one of them readable, and chan_ep gives the edge, which brings the
+ * registration back (drain_chan).  Another thread's rpoll that takes the
+ * completion event off the channel does so after the edge.  The program's
+ * own I/O on the fd brings it back too (parked: kick_reg), for the ET
+ * rules that follow a read or a short write (ep_rearm).  A wait then
+ * costs what is ready, not what is registered.
+ */
+static void drain_chan(struct ep_set *set)
+{
+	struct epoll_event ev[64];
+	int n;
+
+	if (set->chan_ep < 0)
+		return;
+	do {
+		n = REAL(epoll_wait)(set->chan_ep, ev, ARRAY_SIZE(ev), 0);
+		for (int i = 0; i < n; i++) {
+			struct ep_reg *r =
+			    (struct ep_reg *)(uintptr_t)(ev[i].data.u64 &
+							 ~(uint64_t)CM_TAG);
+
+			if (ev[i].data.u64 & CM_TAG)
+				sg_cm_fired(r->s->rs);
+			cand_add(set, r);
+		}
+	} while (n == (int)ARRAY_SIZE(ev));
+}
+
+/* Put a's fds in chan_ep for r: 1 if r had none there before (the arm that
+ * found them is not yet watched), 0 if it had, -errno if they can't be. */
+static int chan_track(struct ep_set *set, struct ep_reg *r,
+		      const struct sg_armed *a)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLET};
+	uint64_t me = (uint64_t)(uintptr_t)r;
+
+	if (r->chan_fd >= 0)
+		return 0;
+	if (a->chan < 0 || a->cm < 0)
+		return -ENOENT;
+	ev.data.u64 = me;
+	if (REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_ADD, a->chan, &ev) < 0)
+		return -errno; /* e.g. EEXIST: a dup of the fd has it here */
+	ev.data.u64 = me | CM_TAG;
+	if (REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_ADD, a->cm, &ev) < 0) {
+		int e = -errno;
+
+		REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_DEL, a->chan, NULL);
+		return e;
+	}
+	r->chan_fd = a->chan;
+	r->cm_fd = a->cm;
+	return 1;
+}
+
+/*
+ * Before a sleep: candidate r of the sleeper's own set either leaves the
+ * list (armed and watched by chan_ep, or with nothing to wait for until
+ * the program uses the fd), or stays and is watched as before O(ready):
+ * a nested set, a connect under way, an ET count to look at again, a
+ * connection that could not be armed.  One that shows an event now makes
+ * the sleep a look.
+ */
+static int arm_reg(struct ep_set *set, struct ep_reg *r, struct watch *w)
+{
+	struct sg_armed a;
+	uint32_t want;
+	int ready;
+
+	if (!ep_emulated(r) || r->disabled) {
+		cand_del(set, r);
+		return 0;
+	}
+	/* park first, then sample the generations (see watch_locked) */
+	if (!r->inner)
+		__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
+	ep_rearm(r);
+	want = ep_waitable(r);
+	if (ep_in_recheck(r))
+		w->recheck = true;
+	if (r->inner) {
+		int err = 0;
+
+		if (want) {
+			pthread_mutex_lock(&r->inner->lock);
+			err = watch_locked(r->inner, w, 1);
+			pthread_mutex_unlock(&r->inner->lock);
+		}
+		return err;
+	}
+	if (shim_sock_connecting(r->s))
+		return want ? shim_settle_watch(w, r->s) : 0;
+	if (!want) {
+		if (!ep_in_recheck(r))
+			cand_del(set, r);
+		return 0;
+	}
+	for (int round = 0; set->chan_ep >= 0 && round < 2; round++) {
+		bool watched = r->chan_fd >= 0; /* before this arm */
+
+		ready = sg_arm(r->s->rs, (short)want, &a);
+		if (ready > 0) {
+			w->now = true;
+			return 0;
+		}
+		if (ready < 0)
+			break;
+		if (watched && a.chan == r->chan_fd) {
+			if (!ep_in_recheck(r))
+				cand_del(set, r);
+			return 0;
+		}
+		/* newly watched: arm again, now that chan_ep sees it */
+		if (watched || chan_track(set, r, &a) != 1)
+			break;
+	}
+	return shim_watch_add(
+	    w, (struct pollfd){.fd = r->s->rs, .events = (short)want}, r->s,
+	    NULL, NULL);
+}
+
+/* What a sleeper on its own set watches: the wake eventfd, chan_ep, and
+ * what the candidates still need (arm_reg). */
+static int arm_locked(struct ep_set *set, struct watch *w)
+{
+	struct ep_reg *r, *next;
+	int err = 0;
+
+	if (set->wake_fd >= 0)
+		err = shim_watch_add(
+		    w, (struct pollfd){.fd = set->wake_fd, .events = POLLIN},
+		    set->owner, wake_end, set);
+	if (!err && set->chan_ep >= 0)
+		err = shim_watch_add(
+		    w, (struct pollfd){.fd = set->chan_ep, .events = POLLIN},
+		    NULL, NULL, NULL);
+	for (r = set->cand; r && !err; r = next) {
+		next = r->cand_next;
+		err = arm_reg(set, r, w);
+	}
+	return err;
+}
+
 /* Step 3: sleep until the kernel set, a kick or a watched rsocket is ready. */
 /*
  * What a sleeper holds, given back by wait_cancelled when its thread is
@@ -1242,8 +1476,11 @@ static int sleep_on(struct shim_sock *es, int timeout_ms, const sigset_t *mask)
 	ret = shim_watch_add(&w,
 			     (struct pollfd){.fd = kfd(set), .events = POLLIN},
 			     NULL, NULL, NULL);
-	if (!ret)
-		ret = shim_epoll_watch(set, &w);
+	if (!ret) {
+		pthread_mutex_lock(&set->lock);
+		ret = arm_locked(set, &w);
+		pthread_mutex_unlock(&set->lock);
+	}
 	pthread_setcancelstate(cs, NULL);
 	if (ret) {
 		shim_watch_done(&w);
@@ -1320,6 +1557,7 @@ static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	pthread_mutex_lock(&set->lock);
 	set->stamp++;
+	drain_chan(set);
 	out = scan_take(set, &sc);
 	if (!out && !sc.n)
 		set->kturn = true; /* nothing to walk */

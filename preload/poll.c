@@ -361,6 +361,8 @@ static int lib_poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	struct timespec ts;
 
+	if (unlikely(sg_arming))
+		return sg_arm_poll(fds, nfds);
 	if (likely(!shim_lib_sigmask) || timeout == 0)
 		return REAL(poll)(fds, nfds, timeout);
 	ts.tv_sec = timeout / 1000;

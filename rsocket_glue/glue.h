@@ -101,6 +101,25 @@ int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms);
 int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		   const sigset_t *mask);
 
+/*
+ * O(ready) waits (epoll.c): a wait that lets the kernel watch a connection
+ * for it.  sg_arm leaves rs so that its next change -- a completion, or an
+ * rdma_cm event (the peer gone) -- makes one of two kernel fds readable,
+ * returned in *out (-1: not known yet, e.g. before rs is connected):
+ * returns 0 then, or the revents rs shows now for events (>0: nothing is
+ * armed for sure; look again after using them), or -errno.  sg_cm_fired:
+ * the second fd turned readable.  lib_poll (poll.c) gives rpoll's own poll
+ * to sg_arm_poll while sg_arming.
+ */
+struct sg_armed {
+	int chan; /* the completion channel */
+	int cm;	  /* the duplicate of the rdma_cm channel */
+};
+int sg_arm(int rs, short events, struct sg_armed *out);
+void sg_cm_fired(int rs);
+extern __thread bool sg_arming;
+int sg_arm_poll(struct pollfd *fds, nfds_t nfds);
+
 /* The kernel fd that turns readable when a listening rsocket has a
  * connection to accept (its accept queue), or -1.  Lets listeners be
  * polled by the kernel alone (rpoll on a listener can lag by seconds). */

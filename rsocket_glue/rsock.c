@@ -791,6 +791,75 @@ int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 }
 
 /*
+ * Arming one connection for a wait the kernel does (epoll.c's O(ready)
+ * sleep).  rsockets arms a connection's completion queue only inside
+ * rpoll's sleep (rs_poll_arm), and takes a fired event off the queue's
+ * channel only after that sleep's poll (rs_poll_events); rpoll(0) does
+ * neither.  So sg_arm runs rpoll(-1) on the one rsocket with the poll
+ * inside it made a look (lib_poll hands it to sg_arm_poll): a pending
+ * event is taken and the queue armed again, round after round, until a
+ * look finds the channel quiet.  The queue is then armed with nothing
+ * pending: the next completion makes the channel readable.  The quiet
+ * look ends rpoll as an interrupted poll would (-1), the path on which
+ * rpoll gives its poll gate back (rs_poll_exit).  The channel's number is
+ * learned from that look: rs_poll_arm puts it in the poll for a connected
+ * rsocket (the rdma_cm channel, which is rs itself, before that).
+ */
+#define ARM_ROUNDS 64
+
+struct arm_state {
+	bool quiet;
+	int chan, rounds;
+};
+
+__thread bool sg_arming;
+static __thread struct arm_state arm;
+
+int sg_arm_poll(struct pollfd *fds, nfds_t nfds)
+{
+	int r;
+
+	/* rpoll's own poll: the rsocket's channel, then its signal fd */
+	if (nfds != 2 || ++arm.rounds > ARM_ROUNDS) {
+		errno = EINTR;
+		return -1;
+	}
+	arm.chan = fds[0].fd;
+	r = REAL(poll)(fds, 1, 0);
+	fds[1].revents = 0;
+	if (r != 0)
+		return r;
+	arm.quiet = true;
+	errno = EINTR;
+	return -1;
+}
+
+int sg_arm(int rs, short events, struct sg_armed *out)
+{
+	struct pollfd p = {.fd = rs, .events = events};
+	int r;
+
+	arm = (struct arm_state){.chan = -1};
+	sg_arming = true;
+	r = (int)LIB_CALL(rpoll(&p, 1, -1));
+	sg_arming = false;
+	out->chan = arm.chan != rs ? arm.chan : -1;
+	out->cm =
+	    rs >= 0 && rs < MAX_LISTEN_RS && cm_dup[rs] ? cm_dup[rs] - 1 : -1;
+	if (r < 0 && !arm.quiet)
+		return r;
+	if (r < 0)
+		p.revents = 0;
+	return mark_gone(&p, 1) ? p.revents : 0;
+}
+
+void sg_cm_fired(int rs)
+{
+	if (rs >= 0 && rs < MAX_LISTEN_RS && cm_dup[rs] && !cm_is_gone(rs))
+		cm_check(rs);
+}
+
+/*
  * Check fds until ready or us (the window, spin.c) have passed; one look
  * when us is 0.  Each round yields the CPU: with more waiting threads than
  * CPUs, a spinner must not starve the thread (or, with soft-RoCE, the
