@@ -38,6 +38,7 @@ struct ep_reg {
 	 * the kernel fds registered for it in the set's chan_ep (-1: none) */
 	bool cand;
 	struct ep_reg *cand_prev, *cand_next;
+	unsigned int turn; /* the set's turn in which it was last visited */
 	int chan_fd, cm_fd;
 };
 

@@ -110,6 +110,8 @@ struct ep_set {
 	 * candidates, in which a registration that gives an event goes to
 	 * the list's tail (as the kernel's ready list does), and one over the
 	 * kernel's ready list (kturn), which the kernel rotates itself.  A
+	 * candidates' turn visits each once (ep_reg.turn == turn: visited),
+	 * over as many calls as maxevents makes it take.  A
 	 * kernel turn gives as many events as the kernel had ready when last
 	 * seen whole (kready: a fetch that got fewer than asked; -1 unknown),
 	 * counted in kgiven; without that number it ends when an event comes
@@ -117,6 +119,7 @@ struct ep_set {
 	 * data): the kernel's list went round.
 	 */
 	bool kturn;
+	unsigned int turn;
 	int kready, kgiven;
 	uint64_t kseen[4];
 	struct ep_set *next_set; /* all sets, for ep_on_sock_changed */
@@ -303,6 +306,7 @@ static struct ep_set *set_new(int epfd)
 	set->wake_fd = -1;
 	set->chan_ep = -1;
 	set->kready = -1;
+	set->turn = 1; /* a new registration's is 0: not visited */
 	pthread_mutex_init(&set->lock, NULL);
 	return set;
 }
@@ -1071,7 +1075,7 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 	if (!__atomic_load_n(&set->nemul, __ATOMIC_RELAXED))
 		return 0;
 	for (r = set->cand; r; r = r->cand_next)
-		n++;
+		n += r->turn != set->turn;
 	if (n > (int)ARRAY_SIZE(sc->p_stack)) {
 		sc->p = malloc((size_t)n * sizeof(*sc->p));
 		sc->v = malloc((size_t)n * sizeof(*sc->v));
@@ -1082,7 +1086,9 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 			return -ENOMEM;
 		}
 	}
-	for (r = set->cand; r; r = r->cand_next, k++) {
+	for (r = set->cand; r && k < n; r = r->cand_next) {
+		if (r->turn == set->turn)
+			continue; /* visited in this turn */
 		ep_rearm(r);
 		sc->v[k] = r;
 		sc->p[k].fd =
@@ -1092,6 +1098,7 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 		sc->p[k].events =
 		    (short)((r->events & EP_RDMA_BITS) | POLLIN | POLLOUT);
 		sc->p[k].revents = 0;
+		k++;
 	}
 	if (sg_poll(sc->p, (nfds_t)n, 0) < 0)
 		for (k = 0; k < n; k++)
@@ -1133,10 +1140,12 @@ static int rdma_turn(struct ep_set *set, struct scan *sc,
 		     struct epoll_event *evs, int out, int max)
 {
 	while (out < max && sc->left > 0) {
+		sc->v[sc->at]->turn = set->turn;
 		visit(set, sc->v[sc->at], &sc->p[sc->at], evs, &out);
 		sc->left--;
 		if (++sc->at == sc->n) {
 			set->kturn = true;
+			set->turn++;
 			break;
 		}
 	}
@@ -1559,8 +1568,10 @@ static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 	set->stamp++;
 	drain_chan(set);
 	out = scan_take(set, &sc);
-	if (!out && !sc.n)
-		set->kturn = true; /* nothing to walk */
+	if (!out && !sc.n) {
+		set->kturn = true; /* nothing (more) to walk in this turn */
+		set->turn++;
+	}
 	while (out >= 0 && out < max) {
 		if (set->kturn && !fetched) {
 			fetched = true;
