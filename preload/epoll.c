@@ -8,17 +8,24 @@
  * connected RDMA fds need emulation: they live in a registry of the epoll
  * fd (struct ep_set), and epoll_wait is
  *
- *   1. readiness of the registry's rsockets (rpoll, timeout 0), filtered by
- *      level/edge/oneshot rules;
+ *   1. readiness of the registry's candidates -- the rsockets that may be
+ *      ready (rpoll, timeout 0) -- filtered by level/edge/oneshot rules;
  *   2. the kernel set's ready events (epoll_wait, timeout 0);
- *   3. if nothing and the caller may wait: rpoll(-1) over the epoll fd
- *      itself, the set's wake eventfd and the registry's rsockets — one
- *      sleep that ends when any of them turns ready — then back to 1.
+ *   3. if nothing and the caller may wait: arm each candidate's connection
+ *      and let the kernel watch it (arm_locked: those armed leave the
+ *      candidates), then sleep on the epoll fd itself, the set's wake
+ *      eventfd and chan_ep, the epoll set of the connections' completion
+ *      channels -- then back to 1, with the connections that chan_ep says
+ *      changed back among the candidates (drain_chan).
+ *
+ * So a wait costs what is ready, not what is registered: an idle
+ * connection is looked at only when something happened on it.
  *
  * 1 and 2 take turns within maxevents, fairly as the kernel's ready list
- * goes round (an fd it reports goes to its tail): the walk of 1 resumes
- * where the last call stopped, and once it reaches the registry's end the
- * kernel's ready events have their turn (gather).
+ * goes round (an fd it reports goes to its tail): a candidate that gives an
+ * event goes to the tail, a turn of 1 visits each candidate once over as
+ * many calls as it takes, and then the kernel's ready events have their
+ * turn (gather).
  *
  * Edge-triggered emulation: a registration remembers the bits it reported;
  * a bit is reported again only after it was seen absent, or on a new edge:
@@ -1372,7 +1379,8 @@ static int chan_track(struct ep_set *set, struct ep_reg *r,
  * connection that could not be armed.  One that shows an event now makes
  * the sleep a look.
  */
-static int arm_reg(struct ep_set *set, struct ep_reg *r, struct watch *w)
+static int arm_reg(struct ep_set *set, struct ep_reg *r, struct watch *w,
+		   int *armed)
 {
 	struct sg_armed a;
 	uint32_t want;
@@ -1410,6 +1418,7 @@ static int arm_reg(struct ep_set *set, struct ep_reg *r, struct watch *w)
 		bool watched = r->chan_fd >= 0; /* before this arm */
 
 		ready = sg_arm(r->s->rs, (short)want, &a);
+		(*armed)++;
 		if (ready > 0) {
 			w->now = true;
 			return 0;
@@ -1432,7 +1441,7 @@ static int arm_reg(struct ep_set *set, struct ep_reg *r, struct watch *w)
 
 /* What a sleeper on its own set watches: the wake eventfd, chan_ep, and
  * what the candidates still need (arm_reg). */
-static int arm_locked(struct ep_set *set, struct watch *w)
+static int arm_locked(struct ep_set *set, struct watch *w, int *armed)
 {
 	struct ep_reg *r, *next;
 	int err = 0;
@@ -1447,7 +1456,7 @@ static int arm_locked(struct ep_set *set, struct watch *w)
 		    NULL, NULL, NULL);
 	for (r = set->cand; r && !err; r = next) {
 		next = r->cand_next;
-		err = arm_reg(set, r, w);
+		err = arm_reg(set, r, w, armed);
 	}
 	return err;
 }
@@ -1476,7 +1485,7 @@ static int sleep_on(struct shim_sock *es, int timeout_ms, const sigset_t *mask)
 	struct ep_set *set = es->epset;
 	struct watch w = {0};
 	struct wait_hold h = {.w = &w, .es = es};
-	int ret, cs;
+	int ret, cs, armed = 0;
 
 	/* no cancellation while the watch takes its references (rsockets'
 	 * looks at the connections are cancellation points): only in the
@@ -1487,7 +1496,7 @@ static int sleep_on(struct shim_sock *es, int timeout_ms, const sigset_t *mask)
 			     NULL, NULL, NULL);
 	if (!ret) {
 		pthread_mutex_lock(&set->lock);
-		ret = arm_locked(set, &w);
+		ret = arm_locked(set, &w, &armed);
 		pthread_mutex_unlock(&set->lock);
 	}
 	pthread_setcancelstate(cs, NULL);
@@ -1495,8 +1504,11 @@ static int sleep_on(struct shim_sock *es, int timeout_ms, const sigset_t *mask)
 		shim_watch_done(&w);
 		return ret;
 	}
-	shim_dbg("epoll %d: sleeping on %d fd(s), timeout %d%s", kfd(set), w.n,
-		 timeout_ms, w.recheck ? " (rechecking)" : "");
+	/* (tests/rdma/56-idlecost.sh reads this line) */
+	shim_dbg("epoll %d: sleeping on %d fd(s), timeout %d%s; %d emulated, "
+		 "%d armed",
+		 kfd(set), w.n, timeout_ms, w.recheck ? " (rechecking)" : "",
+		 __atomic_load_n(&set->nemul, __ATOMIC_RELAXED), armed);
 	pthread_cleanup_push(wait_cancelled, &h);
 	ret = shim_watch_wait(&w, timeout_ms, mask);
 	pthread_cleanup_pop(0);
