@@ -39,6 +39,10 @@ struct ep_reg {
 	bool cand;
 	struct ep_reg *cand_prev, *cand_next;
 	unsigned int turn; /* the set's turn in which it was last visited */
+	/* the set it is in, and the next registration of the same sock
+	 * (shim_sock.ep_list) */
+	struct ep_set *set;
+	struct ep_reg *s_next;
 	int chan_fd, cm_fd;
 };
 

@@ -147,6 +147,13 @@ static int kfd(const struct ep_set *set)
 
 static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep_set *all_sets;
+/*
+ * Guards every sock's list of its registrations (shim_sock.ep_list), so
+ * that the program's I/O on a parked sock finds its registrations without
+ * walking every set (kick_parked).  Taken last: nothing else is locked
+ * while it is held.
+ */
+static pthread_mutex_t bysock_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /*
  * fork copies the fd table first and the memory later, and the other
@@ -265,6 +272,11 @@ static void reg_link(struct ep_set *set, struct ep_reg *r)
 	set->nmarked += r->marked;
 	r->next = set->regs;
 	set->regs = r;
+	r->set = set;
+	pthread_mutex_lock(&bysock_mu);
+	r->s_next = r->s->ep_list;
+	r->s->ep_list = r;
+	pthread_mutex_unlock(&bysock_mu);
 	cand_add(set, r);
 }
 
@@ -289,6 +301,13 @@ static void reg_unlink(struct ep_set *set, struct ep_reg **pp)
 	*pp = r->next;
 	chan_forget(set, r);
 	cand_del(set, r);
+	pthread_mutex_lock(&bysock_mu);
+	for (struct ep_reg **sp = &r->s->ep_list; *sp; sp = &(*sp)->s_next)
+		if (*sp == r) {
+			*sp = r->s_next;
+			break;
+		}
+	pthread_mutex_unlock(&bysock_mu);
 	__atomic_sub_fetch(&r->s->ep_regs, 1, __ATOMIC_RELAXED);
 	if (ep_emulated(r))
 		__atomic_sub_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
@@ -474,6 +493,7 @@ static void shim_epoll_fork_child(void)
 {
 	pthread_mutex_init(&fork_mu, NULL);
 	pthread_mutex_init(&sets_lock, NULL);
+	pthread_mutex_init(&bysock_mu, NULL);
 	for (struct ep_set *set = all_sets; set; set = set->next_set) {
 		pthread_mutex_init(&set->lock, NULL);
 		set->direct_waiters = 0;
@@ -658,9 +678,56 @@ static void kick_reg(struct ep_set *set, struct ep_reg **pp)
 	kick(set);
 }
 
+/*
+ * The sets that hold registrations of s (at most max; -1: more), from its
+ * list.  sets_lock held: a set found here is not freed until it is let go
+ * (shim_epoll_free unlinks its registrations under it first).
+ */
+static int sets_of(struct shim_sock *s, struct ep_set **sets, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&bysock_mu);
+	for (struct ep_reg *r = s->ep_list; r && n >= 0; r = r->s_next) {
+		int k = 0;
+
+		while (k < n && sets[k] != r->set)
+			k++;
+		if (k == n)
+			n = n < max ? n + 1 : -1;
+		if (n > 0 && k < max)
+			sets[k] = r->set;
+	}
+	pthread_mutex_unlock(&bysock_mu);
+	return n;
+}
+
+/* The program used s, which a sleeper stopped watching: its registrations
+ * are candidates again, and their sets' sleepers look again.  Costs the
+ * registrations of s, not those of its sets. */
 static void ep_on_kick_parked(struct shim_sock *s)
 {
-	if (__atomic_exchange_n(&s->ep_parked, 0, __ATOMIC_SEQ_CST))
+	struct ep_set *sets[4];
+	int n;
+
+	if (!__atomic_exchange_n(&s->ep_parked, 0, __ATOMIC_SEQ_CST))
+		return;
+	pthread_mutex_lock(&sets_lock);
+	n = sets_of(s, sets, (int)ARRAY_SIZE(sets));
+	for (int k = 0; k < n; k++) {
+		struct ep_set *set = sets[k];
+
+		pthread_mutex_lock(&set->lock);
+		pthread_mutex_lock(&bysock_mu);
+		for (struct ep_reg *r = s->ep_list; r; r = r->s_next)
+			if (r->set == set)
+				cand_add(set, r);
+		pthread_mutex_unlock(&bysock_mu);
+		kick(set);
+		pthread_mutex_unlock(&set->lock);
+	}
+	pthread_mutex_unlock(&sets_lock);
+	if (n < 0) /* registered in more sets than that: all of them */
 		for_each_reg_of(s, kick_reg);
 }
 

@@ -52,6 +52,9 @@ struct shim_sock {
 	int fdrefs;    /* atomic: fds only (dup shares the sock) */
 	int ep_regs;   /* atomic: epoll registrations naming this sock */
 	int ep_parked; /* atomic: a sleeping epoll_wait stopped watching it */
+	/* epoll.c's registrations naming this sock, linked through their
+	 * s_next (under epoll.c's bysock_mu) */
+	struct ep_reg *ep_list;
 	struct ep_set *epset; /* SHIM_SK_EPOLL */
 	/* SHIM_SK_LISTEN: its RDMA door, the rsocket listener, is opened by
 	 * the first wait for a connection in this process (socket.c). */
