@@ -43,7 +43,8 @@ struct ep_reg {
 	 * (shim_sock.ep_list) */
 	struct ep_set *set;
 	struct ep_reg *s_next;
-	int chan_fd, cm_fd;
+	int chan_fd, cm_fd, bell_fd;
+	unsigned int seen; /* the set's stamp of the call that visited it */
 };
 
 #define EP_RDMA_BITS                                                           \

@@ -256,11 +256,13 @@ static void cand_del(struct ep_set *set, struct ep_reg *r)
  * open: the numbers are its own). */
 static void chan_forget(struct ep_set *set, struct ep_reg *r)
 {
-	if (r->chan_fd >= 0)
+	if (r->chan_fd >= 0) {
 		REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_DEL, r->chan_fd, NULL);
-	if (r->cm_fd >= 0)
 		REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_DEL, r->cm_fd, NULL);
-	r->chan_fd = r->cm_fd = -1;
+		REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_DEL, r->bell_fd, NULL);
+		sg_untrack(r->s->rs);
+	}
+	r->chan_fd = r->cm_fd = r->bell_fd = -1;
 }
 
 static void reg_link(struct ep_set *set, struct ep_reg *r)
@@ -479,7 +481,7 @@ static void chan_fork_child(struct ep_set *set)
 	REAL(close)(set->chan_ep);
 	set->chan_ep = REAL(epoll_create1)(EPOLL_CLOEXEC);
 	for (struct ep_reg *r = set->regs; r; r = r->next) {
-		r->chan_fd = r->cm_fd = -1;
+		r->chan_fd = r->cm_fd = r->bell_fd = -1;
 		cand_add(set, r);
 	}
 }
@@ -801,7 +803,7 @@ static int ctl_add(struct ep_set *set, int fd, struct shim_sock *s,
 		return -ENOMEM;
 	r->fd = fd;
 	r->s = s;
-	r->chan_fd = r->cm_fd = -1;
+	r->chan_fd = r->cm_fd = r->bell_fd = -1;
 	r->events = ev->events;
 	r->data = ev->data;
 	/* Not (yet) RDMA: the kernel watches it, with the program's data
@@ -1138,6 +1140,12 @@ static void scan_done(struct scan *sc)
 		free(sc->v);
 }
 
+/* Not visited in this turn, nor in this call (a turn that ended in it). */
+static bool scan_wants(const struct ep_set *set, const struct ep_reg *r)
+{
+	return r->turn != set->turn && r->seen != set->stamp;
+}
+
 static int scan_take(struct ep_set *set, struct scan *sc)
 {
 	struct ep_reg *r;
@@ -1149,7 +1157,7 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 	if (!__atomic_load_n(&set->nemul, __ATOMIC_RELAXED))
 		return 0;
 	for (r = set->cand; r; r = r->cand_next)
-		n += r->turn != set->turn;
+		n += scan_wants(set, r);
 	if (n > (int)ARRAY_SIZE(sc->p_stack)) {
 		sc->p = malloc((size_t)n * sizeof(*sc->p));
 		sc->v = malloc((size_t)n * sizeof(*sc->v));
@@ -1161,8 +1169,8 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 		}
 	}
 	for (r = set->cand; r && k < n; r = r->cand_next) {
-		if (r->turn == set->turn)
-			continue; /* visited in this turn */
+		if (!scan_wants(set, r))
+			continue;
 		ep_rearm(r);
 		sc->v[k] = r;
 		sc->p[k].fd =
@@ -1215,6 +1223,7 @@ static int rdma_turn(struct ep_set *set, struct scan *sc,
 {
 	while (out < max && sc->left > 0) {
 		sc->v[sc->at]->turn = set->turn;
+		sc->v[sc->at]->seen = set->stamp;
 		visit(set, sc->v[sc->at], &sc->p[sc->at], evs, &out);
 		sc->left--;
 		if (++sc->at == sc->n) {
@@ -1411,30 +1420,40 @@ static void drain_chan(struct ep_set *set)
 	} while (n == (int)ARRAY_SIZE(ev));
 }
 
-/* Put a's fds in chan_ep for r: 1 if r had none there before (the arm that
- * found them is not yet watched), 0 if it had, -errno if they can't be. */
+/* Put a's fds, and the connection's bell (sg_track), in chan_ep for r: 1 if
+ * r had none there before (the arm that found them is not yet watched), 0
+ * if it had, -errno if they can't be. */
 static int chan_track(struct ep_set *set, struct ep_reg *r,
 		      const struct sg_armed *a)
 {
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLET};
 	uint64_t me = (uint64_t)(uintptr_t)r;
+	int fds[3] = {a->chan, a->cm, -1}, k, err = 0;
 
 	if (r->chan_fd >= 0)
 		return 0;
 	if (a->chan < 0 || a->cm < 0)
 		return -ENOENT;
-	ev.data.u64 = me;
-	if (REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_ADD, a->chan, &ev) < 0)
-		return -errno; /* e.g. EEXIST: a dup of the fd has it here */
-	ev.data.u64 = me | CM_TAG;
-	if (REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_ADD, a->cm, &ev) < 0) {
-		int e = -errno;
-
-		REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_DEL, a->chan, NULL);
-		return e;
+	fds[2] = sg_track(r->s->rs, a->chan);
+	if (fds[2] < 0)
+		return fds[2];
+	for (k = 0; k < 3 && !err; k++) {
+		ev.data.u64 = k == 1 ? me | CM_TAG : me;
+		/* e.g. EEXIST: a dup of the fd has them here */
+		if (REAL(epoll_ctl)(set->chan_ep, EPOLL_CTL_ADD, fds[k], &ev) <
+		    0)
+			err = -errno;
+	}
+	if (err) {
+		for (k -= 2; k >= 0; k--)
+			REAL(epoll_ctl)
+		(set->chan_ep, EPOLL_CTL_DEL, fds[k], NULL);
+		sg_untrack(r->s->rs);
+		return err;
 	}
 	r->chan_fd = a->chan;
 	r->cm_fd = a->cm;
+	r->bell_fd = fds[2];
 	return 1;
 }
 
@@ -1477,14 +1496,19 @@ static int arm_reg(struct ep_set *set, struct ep_reg *r, struct watch *w,
 	if (shim_sock_connecting(r->s))
 		return want ? shim_settle_watch(w, r->s) : 0;
 	if (!want) {
-		if (!ep_in_recheck(r))
+		if (ep_in_recheck(r))
+			return 0;
+		/* Nothing the program asked for can come: only a hang-up,
+		 * which is armed for unless it was told (ET) already. */
+		if ((r->reported & (EPOLLHUP | EPOLLERR)) || set->chan_ep < 0) {
 			cand_del(set, r);
-		return 0;
+			return 0;
+		}
 	}
 	for (int round = 0; set->chan_ep >= 0 && round < 2; round++) {
 		bool watched = r->chan_fd >= 0; /* before this arm */
 
-		ready = sg_arm(r->s->rs, (short)want, &a);
+		ready = sg_arm(r->s->rs, (short)want, watched, &a);
 		(*armed)++;
 		if (ready > 0) {
 			w->now = true;
@@ -1637,7 +1661,7 @@ static int wait_direct(struct shim_sock *es, struct epoll_event *evs, int max,
 static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 {
 	struct scan sc;
-	bool fetched = false;
+	bool fetched = false, rescanned = false;
 	int out = 0, cs;
 
 	/* The kernel's and rsockets' zero-timeout looks under the lock are
@@ -1657,6 +1681,14 @@ static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 			out = kernel_turn(set, evs, out, max);
 		} else if (!set->kturn && sc.left) {
 			out = rdma_turn(set, &sc, evs, out, max);
+		} else if (!set->kturn && !rescanned) {
+			/* a turn ended in this call and the kernel had its
+			 * own: the next turn, of those this call has not seen
+			 */
+			rescanned = true;
+			scan_done(&sc);
+			if (scan_take(set, &sc) < 0 || !sc.n)
+				break;
 		} else {
 			break;
 		}

@@ -115,8 +115,13 @@ struct sg_armed {
 	int chan; /* the completion channel */
 	int cm;	  /* the duplicate of the rdma_cm channel */
 };
-int sg_arm(int rs, short events, struct sg_armed *out);
+int sg_arm(int rs, short events, bool tracker, struct sg_armed *out);
 void sg_cm_fired(int rs);
+/* A set watches rs's channel chan (learned by sg_arm) and rs's bell, which
+ * rings when anyone else takes an event off that channel: returns the
+ * bell's fd (rs's own, closed with rs) or -errno.  untrack: it stopped. */
+int sg_track(int rs, int chan);
+void sg_untrack(int rs);
 extern __thread bool sg_arming;
 int sg_arm_poll(struct pollfd *fds, nfds_t nfds);
 

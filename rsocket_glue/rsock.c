@@ -18,7 +18,9 @@
 #include <infiniband/verbs.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -308,6 +310,8 @@ static unsigned char cm_gone[MAX_LISTEN_RS]; /* sticky */
 static unsigned char tfailed[MAX_LISTEN_RS]; /* sg_timed_out, sticky */
 static unsigned char bounded[MAX_LISTEN_RS]; /* see rdma_connect */
 static unsigned char ack_to[MAX_LISTEN_RS];  /* see ack_timeout */
+/* rshutdown under way: it makes the channel blocking for a while (sg_arm) */
+static unsigned char shutting[MAX_LISTEN_RS];
 
 static void cm_track(int rs)
 {
@@ -655,9 +659,12 @@ static bool cm_gone_now(int rs)
  */
 static int rclose_locked(int rs);
 
+static void bell_close(int rs);
+
 int sg_close(int rs)
 {
 	(void)cm_gone_now(rs);
+	bell_close(rs);
 	if (rs >= 0 && rs < MAX_LISTEN_RS) {
 		listen_pollfd[rs] = 0;
 		/* the number may name a program's own rdma_cm channel next */
@@ -685,8 +692,16 @@ static int rclose_locked(int rs)
  * taken first (see sg_close). */
 int sg_shutdown(int rs, int how)
 {
+	bool mark = rs >= 0 && rs < MAX_LISTEN_RS;
+	int r;
+
 	(void)cm_gone_now(rs);
-	return (int)LIB_CALL(rshutdown(rs, how));
+	if (mark)
+		__atomic_add_fetch(&shutting[rs], 1, __ATOMIC_SEQ_CST);
+	r = (int)LIB_CALL(rshutdown(rs, how));
+	if (mark)
+		__atomic_sub_fetch(&shutting[rs], 1, __ATOMIC_SEQ_CST);
+	return r;
 }
 
 int sg_set_nonblock(int rs, bool nonblock)
@@ -809,7 +824,8 @@ int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 
 struct arm_state {
 	bool quiet;
-	int chan, rounds;
+	bool tracker; /* the caller is one of rs's trackers */
+	int rs, chan, rounds;
 };
 
 __thread bool sg_arming;
@@ -834,12 +850,17 @@ int sg_arm_poll(struct pollfd *fds, nfds_t nfds)
 	return -1;
 }
 
-int sg_arm(int rs, short events, struct sg_armed *out)
+int sg_arm(int rs, short events, bool tracker, struct sg_armed *out)
 {
 	struct pollfd p = {.fd = rs, .events = events};
 	int r;
 
-	arm = (struct arm_state){.chan = -1};
+	/* rshutdown makes the channel blocking meanwhile: a look that raced
+	 * with it could then block in rsockets' read of the channel */
+	if (rs >= 0 && rs < MAX_LISTEN_RS &&
+	    __atomic_load_n(&shutting[rs], __ATOMIC_SEQ_CST))
+		return -EBUSY;
+	arm = (struct arm_state){.chan = -1, .rs = rs, .tracker = tracker};
 	sg_arming = true;
 	r = (int)LIB_CALL(rpoll(&p, 1, -1));
 	sg_arming = false;
@@ -851,6 +872,109 @@ int sg_arm(int rs, short events, struct sg_armed *out)
 	if (r < 0)
 		p.revents = 0;
 	return mark_gone(&p, 1) ? p.revents : 0;
+}
+
+/*
+ * Bells.  A kernel epoll set reports an edge only if the fd is still
+ * readable when the set is read: a completion event that another rpoll of
+ * this process takes off the channel first (a blocking send's, a poll()'s,
+ * rshutdown's, another set's arm) is lost to it, and that taker leaves the
+ * queue unarmed.  So every event taken off a tracked channel rings the
+ * connection's bell, an eventfd beside the channel in each tracking set's
+ * chan_ep that is never drained: each ring is an edge the set reads.  The
+ * events are taken in ibv_get_cq_event, which librdmacm calls through its
+ * PLT (interposed below).  A tracker arming its own connection needs no
+ * ring when it is the only one (it re-arms and looks itself).
+ */
+static int bell[MAX_LISTEN_RS];		       /* eventfd + 1, 0 = none */
+static int chan_rs[MAX_LISTEN_RS];	       /* channel fd -> rs + 1 */
+static int rs_chan[MAX_LISTEN_RS];	       /* rs -> channel fd + 1 */
+static unsigned short trackers[MAX_LISTEN_RS]; /* atomic */
+
+int sg_track(int rs, int chan)
+{
+	int fd, none = 0;
+
+	if (rs < 0 || rs >= MAX_LISTEN_RS || chan < 0 || chan >= MAX_LISTEN_RS)
+		return -ERANGE;
+	if (!__atomic_load_n(&bell[rs], __ATOMIC_ACQUIRE)) {
+		fd = (int)REAL(syscall)(SYS_eventfd2, 0,
+					EFD_CLOEXEC | EFD_NONBLOCK);
+		if (fd < 0)
+			return -errno;
+		if (!__atomic_compare_exchange_n(&bell[rs], &none, fd + 1,
+						 false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+			REAL(close)(fd); /* another set made it first */
+	}
+	__atomic_store_n(&rs_chan[rs], chan + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&chan_rs[chan], rs + 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&trackers[rs], 1, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&bell[rs], __ATOMIC_ACQUIRE) - 1;
+}
+
+void sg_untrack(int rs)
+{
+	if (rs >= 0 && rs < MAX_LISTEN_RS &&
+	    __atomic_load_n(&trackers[rs], __ATOMIC_RELAXED))
+		__atomic_sub_fetch(&trackers[rs], 1, __ATOMIC_SEQ_CST);
+}
+
+/* rs closes: its bell goes, and its channel's number may be reused. */
+static void bell_close(int rs)
+{
+	int b, c;
+
+	if (rs < 0 || rs >= MAX_LISTEN_RS)
+		return;
+	c = __atomic_exchange_n(&rs_chan[rs], 0, __ATOMIC_ACQ_REL) - 1;
+	if (c >= 0 && __atomic_load_n(&chan_rs[c], __ATOMIC_RELAXED) == rs + 1)
+		__atomic_store_n(&chan_rs[c], 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&trackers[rs], 0, __ATOMIC_RELAXED);
+	b = __atomic_exchange_n(&bell[rs], 0, __ATOMIC_ACQ_REL) - 1;
+	if (b >= 0)
+		REAL(close)(b);
+}
+
+static void ring(int chan)
+{
+	uint64_t one = 1;
+	int rs, b;
+
+	if (chan < 0 || chan >= MAX_LISTEN_RS)
+		return;
+	rs = __atomic_load_n(&chan_rs[chan], __ATOMIC_ACQUIRE) - 1;
+	if (rs < 0 || !__atomic_load_n(&trackers[rs], __ATOMIC_SEQ_CST))
+		return;
+	if (sg_arming && arm.rs == rs && arm.tracker &&
+	    __atomic_load_n(&trackers[rs], __ATOMIC_SEQ_CST) == 1)
+		return;
+	b = __atomic_load_n(&bell[rs], __ATOMIC_ACQUIRE) - 1;
+	if (b >= 0)
+		(void)REAL(syscall)(SYS_write, b, &one, sizeof(one));
+}
+
+typedef int gce_fn(struct ibv_comp_channel *, struct ibv_cq **, void **);
+
+SHIM_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch,
+				 struct ibv_cq **cq, void **ctx)
+{
+	static gce_fn *real;
+	gce_fn *f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	int r;
+
+	if (!f) {
+		f = (gce_fn *)dlsym(RTLD_NEXT, "ibv_get_cq_event");
+		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
+	}
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	r = f(ch, cq, ctx);
+	if (!r && ch)
+		ring(ch->fd);
+	return r;
 }
 
 void sg_cm_fired(int rs)

@@ -955,3 +955,78 @@ void case_idlecpu(void)
 	unpair(&p1);
 	unpair(&p2);
 }
+
+/*
+ * Readiness that another wait in the process took first.  The set's
+ * sleeper has armed a registered connection and left it (an epoll_wait
+ * that timed out); then a blocking send on it waits for room -- a wait of
+ * its own, which under the shim takes the connection's completion events
+ * -- while the peer reads and, halfway, replies.  The next epoll_wait
+ * reports the reply, as the kernel does.
+ */
+struct taken {
+	int fd;
+	long want, got;
+};
+
+static void *taken_peer(void *arg)
+{
+	struct taken *t = arg;
+	char buf[65536];
+	bool replied = false;
+
+	while (t->got < t->want) {
+		struct pollfd q = {.fd = t->fd, .events = POLLIN};
+		ssize_t r;
+
+		if (poll(&q, 1, 10000) <= 0)
+			break;
+		r = recv(t->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (r <= 0 && errno != EAGAIN)
+			break;
+		if (r > 0)
+			t->got += r;
+		if (!replied && t->got >= t->want / 2) {
+			xsend(t->fd, "r");
+			replied = true;
+		}
+	}
+	return NULL;
+}
+
+void case_taken(void)
+{
+	struct pair p;
+	struct taken t = {.want = 4 << 20};
+	int ep = ep_new();
+	char *big, b[64];
+	ssize_t sent = 0;
+	pthread_t th;
+
+	if (mkpair(&p))
+		return;
+	ep_add(ep, p.s, EPOLLIN, 1, "s");
+	ep_show("s registered, nothing sent", ep, 50);
+	big = calloc(1, (size_t)t.want);
+	t.fd = p.c;
+	th = spawn(taken_peer, &t);
+	set_nb(p.s, false);
+	while (big && sent < t.want) {
+		ssize_t r = send(p.s, big + sent, (size_t)(t.want - sent),
+				 MSG_NOSIGNAL);
+
+		if (r <= 0)
+			break;
+		sent += r;
+	}
+	set_nb(p.s, true);
+	say("blocking send of 4 MiB on s -> %ld bytes", (long)sent);
+	ep_show("the peer's reply, sent during the send", ep, 5000);
+	if (!join_within(th, 15000))
+		say("peer: still reading");
+	say("peer read %ld bytes; s reads %s", t.got,
+	    recv_str(p.s, 10, b, sizeof(b)));
+	free(big);
+	close(ep);
+	unpair(&p);
+}

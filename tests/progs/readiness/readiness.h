@@ -156,6 +156,7 @@ void case_et_out(void);
 void case_oneshot(void);
 void case_data(void);
 void case_fair(void);
+void case_taken(void);
 void case_ctl(void);
 void case_timeout(void);
 void case_eintr(void);
