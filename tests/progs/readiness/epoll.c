@@ -961,11 +961,12 @@ void case_idlecpu(void)
  * sleeper has armed a registered connection and left it (an epoll_wait
  * that timed out); then a blocking send on it waits for room -- a wait of
  * its own, which under the shim takes the connection's completion events
- * -- while the peer reads and, halfway, replies.  The next epoll_wait
- * reports the reply, as the kernel does.
+ * and may leave its completion queue unarmed -- while the peer reads it
+ * all.  Only then, told so by the sender, the peer replies: the next
+ * epoll_wait reports the reply, as the kernel does.
  */
 struct taken {
-	int fd;
+	int fd, go; /* go: an eventfd the sender writes once its send is done */
 	long want, got;
 };
 
@@ -973,31 +974,29 @@ static void *taken_peer(void *arg)
 {
 	struct taken *t = arg;
 	char buf[65536];
-	bool replied = false;
+	struct pollfd q = {.fd = t->go, .events = POLLIN};
 
 	while (t->got < t->want) {
-		struct pollfd q = {.fd = t->fd, .events = POLLIN};
+		struct pollfd d = {.fd = t->fd, .events = POLLIN};
 		ssize_t r;
 
-		if (poll(&q, 1, 10000) <= 0)
+		if (poll(&d, 1, 10000) <= 0)
 			break;
 		r = recv(t->fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (r <= 0 && errno != EAGAIN)
 			break;
 		if (r > 0)
 			t->got += r;
-		if (!replied && t->got >= t->want / 2) {
-			xsend(t->fd, "r");
-			replied = true;
-		}
 	}
+	if (poll(&q, 1, 10000) == 1)
+		xsend(t->fd, "r");
 	return NULL;
 }
 
 void case_taken(void)
 {
 	struct pair p;
-	struct taken t = {.want = 4 << 20};
+	struct taken t = {.want = 4 << 20, .go = new_efd()};
 	int ep = ep_new();
 	char *big, b[64];
 	ssize_t sent = 0;
@@ -1021,12 +1020,14 @@ void case_taken(void)
 	}
 	set_nb(p.s, true);
 	say("blocking send of 4 MiB on s -> %ld bytes", (long)sent);
-	ep_show("the peer's reply, sent during the send", ep, 5000);
+	kick(t.go);
+	ep_show("the peer's reply, sent after the send", ep, 5000);
 	if (!join_within(th, 15000))
 		say("peer: still reading");
 	say("peer read %ld bytes; s reads %s", t.got,
 	    recv_str(p.s, 10, b, sizeof(b)));
 	free(big);
+	close(t.go);
 	close(ep);
 	unpair(&p);
 }
