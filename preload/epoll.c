@@ -1458,6 +1458,28 @@ static int chan_track(struct ep_set *set, struct ep_reg *r,
 }
 
 /*
+ * sg_arm found rs showing rev: an event for the program makes the sleep a
+ * look.  A connection that has ended shows POLLHUP for good, which the
+ * program may not be told (its HUP shows as EOF, or was told, ET): if that
+ * is all, it leaves the candidates (its own I/O brings it back).
+ */
+static int arm_ready(struct ep_set *set, struct ep_reg *r, struct watch *w,
+		     uint32_t want, int rev)
+{
+	uint32_t bits = rdma_bits(r->s, (short)rev, r->events) &
+			(want | EPOLLERR | EPOLLHUP);
+
+	if (r->events & EPOLLET)
+		bits &= ~r->reported;
+	if (!bits && (rev & (POLLHUP | POLLERR))) {
+		cand_del(set, r);
+		return 0;
+	}
+	w->now = true;
+	return 0;
+}
+
+/*
  * Before a sleep: candidate r of the sleeper's own set either leaves the
  * list (armed and watched by chan_ep, or with nothing to wait for until
  * the program uses the fd), or stays and is watched as before O(ready):
@@ -1508,12 +1530,13 @@ static int arm_reg(struct ep_set *set, struct ep_reg *r, struct watch *w,
 	for (int round = 0; set->chan_ep >= 0 && round < 2; round++) {
 		bool watched = r->chan_fd >= 0; /* before this arm */
 
-		ready = sg_arm(r->s->rs, (short)want, watched, &a);
+		/* a tracker rechecking an ET count wants the ring its own
+		 * arm would skip: new data shows nowhere else */
+		ready = sg_arm(r->s->rs, (short)want,
+			       watched && !ep_in_recheck(r), &a);
 		(*armed)++;
-		if (ready > 0) {
-			w->now = true;
-			return 0;
-		}
+		if (ready > 0)
+			return arm_ready(set, r, w, want, ready);
 		if (ready < 0)
 			break;
 		if (watched && a.chan == r->chan_fd) {

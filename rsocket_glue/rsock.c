@@ -62,6 +62,9 @@ static pthread_mutex_t svc_mu = PTHREAD_MUTEX_INITIALIZER;
  * copy (a flock belongs to the open file, so the copy would hold it). */
 static int listen_lock_held = -1;
 
+static void bells_fork_child(void);
+static void bell_ring(int rs);
+
 static void sg_fork_child(void)
 {
 	int lk = __atomic_exchange_n(&listen_lock_held, -1, __ATOMIC_ACQ_REL);
@@ -72,6 +75,7 @@ static void sg_fork_child(void)
 	sg_negcache_fork_child();
 	sg_reap_fork_child();
 	sg_sleep_fork_child();
+	bells_fork_child();
 	if (__atomic_load_n(&lib_used, __ATOMIC_ACQUIRE))
 		fork_tainted = true;
 }
@@ -376,6 +380,9 @@ static void cm_check(int rs)
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return; /* another thread took it */
 	ev = sg_cm_take_end(d);
+	/* an epoll set's edge on the duplicate is lost if another wait took
+	 * the event: the bell tells it (the QP's flush would, later) */
+	bell_ring(rs);
 	shim_dbg("rsocket %d: the connection ended (rdma_cm event %s)", rs,
 		 ev >= 0 ? rdma_event_str((enum rdma_cm_event_type)ev)
 			 : "unreadable");
@@ -886,10 +893,10 @@ int sg_arm(int rs, short events, bool tracker, struct sg_armed *out)
  * PLT (interposed below).  A tracker arming its own connection needs no
  * ring when it is the only one (it re-arms and looks itself).
  */
-static int bell[MAX_LISTEN_RS];		       /* eventfd + 1, 0 = none */
-static int chan_rs[MAX_LISTEN_RS];	       /* channel fd -> rs + 1 */
-static int rs_chan[MAX_LISTEN_RS];	       /* rs -> channel fd + 1 */
-static unsigned short trackers[MAX_LISTEN_RS]; /* atomic */
+static int bell[MAX_LISTEN_RS];	    /* eventfd + 1, 0 = none */
+static int chan_rs[MAX_LISTEN_RS];  /* channel fd -> rs + 1 */
+static int rs_chan[MAX_LISTEN_RS];  /* rs -> channel fd + 1 */
+static int trackers[MAX_LISTEN_RS]; /* atomic */
 
 int sg_track(int rs, int chan)
 {
@@ -915,9 +922,26 @@ int sg_track(int rs, int chan)
 
 void sg_untrack(int rs)
 {
-	if (rs >= 0 && rs < MAX_LISTEN_RS &&
-	    __atomic_load_n(&trackers[rs], __ATOMIC_RELAXED))
-		__atomic_sub_fetch(&trackers[rs], 1, __ATOMIC_SEQ_CST);
+	int n;
+
+	if (rs < 0 || rs >= MAX_LISTEN_RS)
+		return;
+	n = __atomic_load_n(&trackers[rs], __ATOMIC_RELAXED);
+	while (n > 0 &&
+	       !__atomic_compare_exchange_n(&trackers[rs], &n, n - 1, true,
+					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		;
+}
+
+/* A fork child's rsockets are not its own (fork.c): nothing it does may
+ * ring a number the parent's table names (its bells stay open, as the
+ * rsockets' own fds do). */
+static void bells_fork_child(void)
+{
+	memset(chan_rs, 0, sizeof(chan_rs));
+	memset(rs_chan, 0, sizeof(rs_chan));
+	memset(trackers, 0, sizeof(trackers));
+	memset(bell, 0, sizeof(bell));
 }
 
 /* rs closes: its bell goes, and its channel's number may be reused. */
@@ -936,22 +960,32 @@ static void bell_close(int rs)
 		REAL(close)(b);
 }
 
-static void ring(int chan)
+static void bell_ring(int rs)
 {
 	uint64_t one = 1;
-	int rs, b;
+	int b;
 
-	if (chan < 0 || chan >= MAX_LISTEN_RS)
-		return;
-	rs = __atomic_load_n(&chan_rs[chan], __ATOMIC_ACQUIRE) - 1;
-	if (rs < 0 || !__atomic_load_n(&trackers[rs], __ATOMIC_SEQ_CST))
-		return;
-	if (sg_arming && arm.rs == rs && arm.tracker &&
-	    __atomic_load_n(&trackers[rs], __ATOMIC_SEQ_CST) == 1)
+	if (rs < 0 || rs >= MAX_LISTEN_RS ||
+	    !__atomic_load_n(&trackers[rs], __ATOMIC_SEQ_CST))
 		return;
 	b = __atomic_load_n(&bell[rs], __ATOMIC_ACQUIRE) - 1;
 	if (b >= 0)
 		(void)REAL(syscall)(SYS_write, b, &one, sizeof(one));
+}
+
+static void ring(int chan)
+{
+	int rs;
+
+	if (chan < 0 || chan >= MAX_LISTEN_RS)
+		return;
+	rs = __atomic_load_n(&chan_rs[chan], __ATOMIC_ACQUIRE) - 1;
+	if (rs < 0)
+		return;
+	if (sg_arming && arm.rs == rs && arm.tracker &&
+	    __atomic_load_n(&trackers[rs], __ATOMIC_SEQ_CST) == 1)
+		return;
+	bell_ring(rs);
 }
 
 typedef int gce_fn(struct ibv_comp_channel *, struct ibv_cq **, void **);

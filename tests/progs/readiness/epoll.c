@@ -1031,3 +1031,40 @@ void case_taken(void)
 	close(ep);
 	unpair(&p);
 }
+
+/*
+ * A registration that asks for no events, on a connection whose peer has
+ * closed: the kernel has nothing to report (a FIN alone is no EPOLLHUP),
+ * and a wait times out without spinning (its CPU well under its length).
+ */
+static long thread_cpu_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+
+void case_ended(void)
+{
+	struct pair p;
+	struct pollfd q;
+	int ep = ep_new();
+	long c0;
+
+	if (mkpair(&p))
+		return;
+	ep_add(ep, p.s, 0, 1, "s");
+	ep_show("registered with no events", ep, 50);
+	close(p.c);
+	p.c = -1;
+	q = (struct pollfd){.fd = p.s, .events = POLLIN};
+	say("the peer closed: s readable -> %s",
+	    poll(&q, 1, 5000) == 1 ? "yes" : "no");
+	c0 = thread_cpu_ms();
+	ep_show("a wait of 300 ms", ep, 300);
+	say("its CPU under 100 ms -> %s",
+	    thread_cpu_ms() - c0 < 100 ? "yes" : "no");
+	close(ep);
+	unpair(&p);
+}

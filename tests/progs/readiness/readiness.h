@@ -157,6 +157,7 @@ void case_oneshot(void);
 void case_data(void);
 void case_fair(void);
 void case_taken(void);
+void case_ended(void);
 void case_ctl(void);
 void case_timeout(void);
 void case_eintr(void);
