@@ -105,8 +105,8 @@ struct ep_set {
 	 * O(ready): the emulated registrations that may be ready (cand, a
 	 * list in visiting order), and an epoll set of the kernel fds that
 	 * turn readable when an RDMA connection changes (chan_ep: each
-	 * connection's completion channel and rdma_cm duplicate, edge-
-	 * triggered, data: the ep_reg, CM_TAG for the second).  See
+	 * connection's completion channel, rdma_cm duplicate and bell, edge-
+	 * triggered, data: the ep_reg, CM_TAG for the duplicate).  See
 	 * arm_locked.  -1: none (EMFILE): every registration stays a
 	 * candidate, and sleepers watch the rsockets themselves.
 	 */
@@ -1043,6 +1043,44 @@ static bool peek_locked(struct ep_set *set, int depth)
 	return false;
 }
 
+static int watch_locked(struct ep_set *set, struct watch *w, int depth);
+
+/*
+ * Before a sleep: park r first, then sample its generations (an I/O racing
+ * with us either moves a generation we see, or sees the park and kicks us:
+ * shim_sock_ev_io).  Returns what r can still produce (ep_waitable); a
+ * count to look at again sets w's recheck.
+ */
+static uint32_t reg_park(struct ep_reg *r, struct watch *w)
+{
+	if (ep_emulated(r) && !r->inner && !r->disabled)
+		__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
+	ep_rearm(r);
+	if (ep_in_recheck(r))
+		w->recheck = true;
+	return ep_waitable(r);
+}
+
+/* Watch r for want (reg_park's) in the sleep itself: a nested set's side,
+ * a connect's end, or the rsocket, which the sleep's rpoll arms. */
+static int watch_reg(struct ep_reg *r, struct watch *w, uint32_t want,
+		     int depth)
+{
+	int err;
+
+	if (r->inner) {
+		pthread_mutex_lock(&r->inner->lock);
+		err = watch_locked(r->inner, w, depth + 1);
+		pthread_mutex_unlock(&r->inner->lock);
+		return err;
+	}
+	if (shim_sock_connecting(r->s))
+		return shim_settle_watch(w, r->s);
+	return shim_watch_add(
+	    w, (struct pollfd){.fd = r->s->rs, .events = (short)want}, r->s,
+	    NULL, NULL);
+}
+
 /* What a sleeper on set must watch besides its epfd: the wake eventfd and
  * the rsockets (and nested sets) that can still produce an event. */
 static int watch_locked(struct ep_set *set, struct watch *w, int depth)
@@ -1057,32 +1095,10 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 		    w, (struct pollfd){.fd = set->wake_fd, .events = POLLIN},
 		    set->owner, wake_end, set);
 	for (r = set->regs; r && !err; r = r->next) {
-		uint32_t want;
+		uint32_t want = reg_park(r, w);
 
-		/* Park first, then sample the generations: an I/O racing
-		 * with us either moves a generation we see, or sees the park
-		 * and kicks us (shim_sock_ev_io). */
-		if (ep_emulated(r) && !r->inner && !r->disabled)
-			__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
-		ep_rearm(r);
-		want = ep_waitable(r);
-		if (ep_in_recheck(r))
-			w->recheck = true;
-		if (!want)
-			continue;
-		if (r->inner) {
-			pthread_mutex_lock(&r->inner->lock);
-			err = watch_locked(r->inner, w, depth + 1);
-			pthread_mutex_unlock(&r->inner->lock);
-			continue;
-		}
-		if (shim_sock_connecting(r->s)) {
-			err = shim_settle_watch(w, r->s);
-			continue;
-		}
-		err = shim_watch_add(
-		    w, (struct pollfd){.fd = r->s->rs, .events = (short)want},
-		    r->s, NULL, NULL);
+		if (want)
+			err = watch_reg(r, w, want, depth);
 	}
 	return err;
 }
@@ -1393,8 +1409,10 @@ static int translate_locked(struct ep_set *set, struct epoll_event *evs,
  * anything that can change what it shows -- a completion (data, room to
  * send, the peer's close) or an rdma_cm event (the peer gone) -- makes
  * one of them readable, and chan_ep gives the edge, which brings the
- * registration back (drain_chan).  Another thread's rpoll that takes the
- * completion event off the channel does so after the edge.  The program's
+ * registration back (drain_chan).  An edge is lost if another wait of the
+ * process takes the completion event first (the kernel drops an item no
+ * longer readable when the set is read): that taker rings the
+ * connection's bell, also in chan_ep (rsock.c, sg_track).  The program's
  * own I/O on the fd brings it back too (parked: kick_reg), for the ET
  * rules that follow a read or a short write (ep_rearm).  A wait then
  * costs what is ready, not what is registered.
@@ -1498,25 +1516,9 @@ static int arm_reg(struct ep_set *set, struct ep_reg *r, struct watch *w,
 		cand_del(set, r);
 		return 0;
 	}
-	/* park first, then sample the generations (see watch_locked) */
-	if (!r->inner)
-		__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
-	ep_rearm(r);
-	want = ep_waitable(r);
-	if (ep_in_recheck(r))
-		w->recheck = true;
-	if (r->inner) {
-		int err = 0;
-
-		if (want) {
-			pthread_mutex_lock(&r->inner->lock);
-			err = watch_locked(r->inner, w, 1);
-			pthread_mutex_unlock(&r->inner->lock);
-		}
-		return err;
-	}
-	if (shim_sock_connecting(r->s))
-		return want ? shim_settle_watch(w, r->s) : 0;
+	want = reg_park(r, w);
+	if (r->inner || shim_sock_connecting(r->s))
+		return want ? watch_reg(r, w, want, 0) : 0;
 	if (!want) {
 		if (ep_in_recheck(r))
 			return 0;
@@ -1548,9 +1550,7 @@ static int arm_reg(struct ep_set *set, struct ep_reg *r, struct watch *w,
 		if (watched || chan_track(set, r, &a) != 1)
 			break;
 	}
-	return shim_watch_add(
-	    w, (struct pollfd){.fd = r->s->rs, .events = (short)want}, r->s,
-	    NULL, NULL);
+	return watch_reg(r, w, want, 0);
 }
 
 /* What a sleeper on its own set watches: the wake eventfd, chan_ep, and

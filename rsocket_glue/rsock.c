@@ -492,13 +492,14 @@ static void apply_ack_to(struct rdma_cm_id *id, int rs)
 /* librdmacm's connect and accept, both of this shape. */
 typedef int conn_fn(struct rdma_cm_id *, struct rdma_conn_param *);
 
-/* The next definition of name (librdmacm's), found once; NULL: none. */
-static conn_fn *next_fn(conn_fn **slot, const char *name)
+/* The next definition of name (librdmacm's, libibverbs'), found once;
+ * NULL: none. */
+static void *next_sym(void **slot, const char *name)
 {
-	conn_fn *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 
 	if (!f) {
-		f = (conn_fn *)dlsym(RTLD_NEXT, name);
+		f = dlsym(RTLD_NEXT, name);
 		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
 	}
 	return f;
@@ -507,8 +508,8 @@ static conn_fn *next_fn(conn_fn **slot, const char *name)
 SHIM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 			     struct rdma_conn_param *param)
 {
-	static conn_fn *real;
-	conn_fn *f = next_fn(&real, "rdma_connect");
+	static void *real;
+	conn_fn *f = (conn_fn *)next_sym(&real, "rdma_connect");
 	int rs = id && id->channel ? id->channel->fd : -1;
 
 	if (!f) {
@@ -534,8 +535,8 @@ SHIM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 SHIM_EXPORT int rdma_accept(struct rdma_cm_id *id,
 			    struct rdma_conn_param *param)
 {
-	static conn_fn *real;
-	conn_fn *f = next_fn(&real, "rdma_accept");
+	static void *real;
+	conn_fn *f = (conn_fn *)next_sym(&real, "rdma_accept");
 	struct rdma_cm_id *lid = id && id->event ? id->event->listen_id : NULL;
 
 	if (!f) {
@@ -993,14 +994,10 @@ typedef int gce_fn(struct ibv_comp_channel *, struct ibv_cq **, void **);
 SHIM_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch,
 				 struct ibv_cq **cq, void **ctx)
 {
-	static gce_fn *real;
-	gce_fn *f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	static void *real;
+	gce_fn *f = (gce_fn *)next_sym(&real, "ibv_get_cq_event");
 	int r;
 
-	if (!f) {
-		f = (gce_fn *)dlsym(RTLD_NEXT, "ibv_get_cq_event");
-		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
-	}
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
