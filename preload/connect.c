@@ -245,6 +245,11 @@ static int try_rdma(int fd, struct shim_sock *s,
 
 	if (r < 0)
 		return r;
+	r = sg_fds_check(); /* before a rendezvous that could not keep it */
+	if (r < 0) {
+		*why = "its fds would pass ERDMA_SHIM_FD_SHARE";
+		return r;
+	}
 	if (reserve_port(fd, s, dst->ss_family, &src, &srclen) < 0)
 		srclen = 0;
 	return rendezvous(fd, s, &rdst, dlen, &src, srclen, why);
@@ -274,22 +279,6 @@ static int copy_user_addr(const struct sockaddr *addr, socklen_t len,
 		return -EFAULT;
 	memcpy(out, addr, len); /* no such call here (seccomp): as before */
 	return 0;
-}
-
-/*
- * Out of a resource (locked memory: RLIMIT_MEMLOCK, QPs, fds): the program
- * keeps working over TCP, but the operator must hear of it -- once, not on
- * every connect of a busy process.
- */
-static void warn_resources_once(const struct sockaddr_storage *dst, int err)
-{
-	static int said;
-	char abuf[64];
-
-	if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-		return;
-	shim_warn("RDMA to %s: %s; using TCP (check ulimit -l); not repeated",
-		  addr_str(dst, abuf, sizeof(abuf)), strerror(-err));
 }
 
 /*
@@ -325,8 +314,8 @@ static int failed(int fd, const struct sockaddr_storage *dst, int rs,
 			  strerror(-rs));
 		return rs == -EACCES || rs == -ERANGE ? -ECONNREFUSED : rs;
 	}
-	if (rs == -ENOMEM || rs == -ENOBUFS || rs == -EMFILE)
-		warn_resources_once(dst, rs);
+	/* out of a resource: the operator hears of it once a cause */
+	sg_shortage(rs, addr_str(dst, abuf, sizeof(abuf)));
 	return 0;
 }
 
@@ -767,7 +756,8 @@ static int connect_async(int fd, struct shim_sock *s,
 
 	if (!c)
 		return -ENOTSUP;
-	if (rdma_eligible(dst, &c->rdst, &why) < 0)
+	/* connect_slow says why it falls back */
+	if (rdma_eligible(dst, &c->rdst, &why) < 0 || sg_fds_check() < 0)
 		goto sync;
 	pthread_mutex_lock(&inbox_mu);
 	r = conn_thread_start_locked();

@@ -21,6 +21,10 @@
 		r_;                                                            \
 	})
 
+/* The next definition of name after ours (librdmacm's, libibverbs'),
+ * looked up once into *slot; NULL: none (rsock.c). */
+void *sg_next_sym(void **slot, const char *name);
+
 /*
  * sleep.c: the sleep in rsockets runs with cancellation disabled (a thread
  * cancelled inside rpoll would leave its poll gate held); enter returns an

@@ -492,9 +492,7 @@ static void apply_ack_to(struct rdma_cm_id *id, int rs)
 /* librdmacm's connect and accept, both of this shape. */
 typedef int conn_fn(struct rdma_cm_id *, struct rdma_conn_param *);
 
-/* The next definition of name (librdmacm's, libibverbs'), found once;
- * NULL: none. */
-static void *next_sym(void **slot, const char *name)
+void *sg_next_sym(void **slot, const char *name)
 {
 	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 
@@ -509,7 +507,7 @@ SHIM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 			     struct rdma_conn_param *param)
 {
 	static void *real;
-	conn_fn *f = (conn_fn *)next_sym(&real, "rdma_connect");
+	conn_fn *f = (conn_fn *)sg_next_sym(&real, "rdma_connect");
 	int rs = id && id->channel ? id->channel->fd : -1;
 
 	if (!f) {
@@ -536,7 +534,7 @@ SHIM_EXPORT int rdma_accept(struct rdma_cm_id *id,
 			    struct rdma_conn_param *param)
 {
 	static void *real;
-	conn_fn *f = (conn_fn *)next_sym(&real, "rdma_accept");
+	conn_fn *f = (conn_fn *)sg_next_sym(&real, "rdma_accept");
 	struct rdma_cm_id *lid = id && id->event ? id->event->listen_id : NULL;
 
 	if (!f) {
@@ -995,7 +993,7 @@ SHIM_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch,
 				 struct ibv_cq **cq, void **ctx)
 {
 	static void *real;
-	gce_fn *f = (gce_fn *)next_sym(&real, "ibv_get_cq_event");
+	gce_fn *f = (gce_fn *)sg_next_sym(&real, "ibv_get_cq_event");
 	int r;
 
 	if (!f) {

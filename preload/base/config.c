@@ -53,6 +53,8 @@ static const struct var vars[] = {
      "bytes, 0..4096"},
     {"ERDMA_SHIM_POLL_US", V_UINT, F(poll_us), 0, 1000000, NULL,
      "microseconds, 0..1000000"},
+    {"ERDMA_SHIM_FD_SHARE", V_UINT, F(fd_share), 1, 100, NULL,
+     "a percentage, 1..100"},
     {"ERDMA_SHIM_STATS", V_BOOL, F(stats), 0, 0, NULL, "0 or 1"},
     {"ERDMA_SHIM_STATS_SHM", V_BOOL, F(stats_shm), 0, 0, NULL, "0 or 1"},
 };
@@ -69,6 +71,9 @@ void shim_config_defaults(struct shim_config *c)
 	/* Spin this long before a wait sleeps (adaptive, see sg_wait): a sleep
 	 * and its wake-up cost more than a short wait for an active peer. */
 	c->poll_us = 100;
+	/* RDMA connections' own fds (rsocket_glue/limits.c) may take half
+	 * of RLIMIT_NOFILE: the program keeps the other half, as over TCP. */
+	c->fd_share = 50;
 	c->stats_shm = true; /* erdma-shim stat can see the process */
 	/* rsockets sends only into the peer's advertised window (half its
 	 * receive buffer): with its 128 KiB default a writer that is 64 KiB

@@ -46,6 +46,7 @@ struct shim_config {
 	unsigned int sndbuf, rcvbuf; /* bytes, 0 = rsocket default */
 	unsigned int sq_size, rq_size, inline_size; /* 0 = rsocket default */
 	unsigned int poll_us;
+	unsigned int fd_share; /* percent of RLIMIT_NOFILE (limits.c) */
 	bool stats;
 	bool stats_shm; /* the /dev/shm/erdma-shim.PID table (stats.h) */
 	bool

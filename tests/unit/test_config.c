@@ -46,6 +46,7 @@ static void test_defaults(void **st)
 	assert_int_equal(c.log_level, SHIM_LOG_WARN);
 	assert_int_equal(c.port_offset, SHIM_PORT_OFFSET_AUTO);
 	assert_int_equal(c.connect_timeout_ms, 1000);
+	assert_int_equal(c.fd_share, 50);
 	assert_false(c.invalid);
 	assert_int_equal(n_msgs, 0);
 }
@@ -166,11 +167,16 @@ static void test_numbers(void **st)
 	    "ERDMA_SHIM_SNDBUF=17179869184K",
 	    "ERDMA_SHIM_STATS=yes",
 	    "ERDMA_SHIM_INLINE=4097",
+	    "ERDMA_SHIM_FD_SHARE=0",
+	    "ERDMA_SHIM_FD_SHARE=101",
+	    "ERDMA_SHIM_FD_SHARE=50%",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(parse1(&c, bad[i]), 1);
 		assert_true(c.invalid);
 	}
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_FD_SHARE=100"), 0);
+	assert_int_equal(c.fd_share, 100);
 	assert_int_equal(parse1(&c, "ERDMA_SHIM_SNDBUF=256K"), 0);
 	assert_int_equal(c.sndbuf, 256 * 1024);
 	assert_int_equal(parse1(&c, "ERDMA_SHIM_RCVBUF=1G"), 0);
