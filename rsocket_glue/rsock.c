@@ -64,6 +64,8 @@ static int listen_lock_held = -1;
 
 static void bells_fork_child(void);
 static void bell_ring(int rs);
+static void arming_fork_child(void);
+static bool arming_here(int rs);
 
 static void sg_fork_child(void)
 {
@@ -76,6 +78,7 @@ static void sg_fork_child(void)
 	sg_reap_fork_child();
 	sg_sleep_fork_child();
 	bells_fork_child();
+	arming_fork_child();
 	if (__atomic_load_n(&lib_used, __ATOMIC_ACQUIRE))
 		fork_tainted = true;
 }
@@ -314,8 +317,24 @@ static unsigned char cm_gone[MAX_LISTEN_RS]; /* sticky */
 static unsigned char tfailed[MAX_LISTEN_RS]; /* sg_timed_out, sticky */
 static unsigned char bounded[MAX_LISTEN_RS]; /* see rdma_connect */
 static unsigned char ack_to[MAX_LISTEN_RS];  /* see ack_timeout */
-/* rshutdown under way: it makes the channel blocking for a while (sg_arm) */
+/* rshutdown under way: it makes the channel blocking for a while; and an
+ * arm's look under way (sg_arm).  Each side raises its own flag, then
+ * reads the other's: at least one of them sees the other. */
 static unsigned char shutting[MAX_LISTEN_RS];
+static unsigned char arming[MAX_LISTEN_RS];
+static int marks_up; /* how many of the two flags are raised, in all */
+
+static void mark_up(unsigned char *flag)
+{
+	__atomic_add_fetch(&marks_up, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(flag, 1, __ATOMIC_SEQ_CST);
+}
+
+static void mark_down(unsigned char *flag)
+{
+	__atomic_sub_fetch(flag, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&marks_up, 1, __ATOMIC_RELAXED);
+}
 
 static void cm_track(int rs)
 {
@@ -702,11 +721,17 @@ int sg_shutdown(int rs, int how)
 	int r;
 
 	(void)cm_gone_now(rs);
-	if (mark)
-		__atomic_add_fetch(&shutting[rs], 1, __ATOMIC_SEQ_CST);
+	if (mark) {
+		mark_up(&shutting[rs]);
+		/* an arm that began before it ends first: a look, no sleep
+		 * (not this thread's own, from a signal handler inside it) */
+		while (__atomic_load_n(&arming[rs], __ATOMIC_SEQ_CST) &&
+		       !arming_here(rs))
+			sched_yield();
+	}
 	r = (int)LIB_CALL(rshutdown(rs, how));
 	if (mark)
-		__atomic_sub_fetch(&shutting[rs], 1, __ATOMIC_SEQ_CST);
+		mark_down(&shutting[rs]);
 	return r;
 }
 
@@ -856,20 +881,44 @@ int sg_arm_poll(struct pollfd *fds, nfds_t nfds)
 	return -1;
 }
 
+static bool arming_here(int rs)
+{
+	return sg_arming && arm.rs == rs;
+}
+
+/* A parent's thread that was arming or shutting down is not here: its
+ * flags would make a shutdown wait for ever, or every arm refuse. */
+static void arming_fork_child(void)
+{
+	if (!__atomic_load_n(&marks_up, __ATOMIC_RELAXED))
+		return; /* the usual case: no page of them touched */
+	memset(arming, 0, sizeof(arming));
+	memset(shutting, 0, sizeof(shutting));
+	marks_up = 0;
+}
+
 int sg_arm(int rs, short events, bool tracker, struct sg_armed *out)
 {
 	struct pollfd p = {.fd = rs, .events = events};
+	bool mark = rs >= 0 && rs < MAX_LISTEN_RS;
 	int r;
 
 	/* rshutdown makes the channel blocking meanwhile: a look that raced
-	 * with it could then block in rsockets' read of the channel */
-	if (rs >= 0 && rs < MAX_LISTEN_RS &&
-	    __atomic_load_n(&shutting[rs], __ATOMIC_SEQ_CST))
-		return -EBUSY;
+	 * with it could then block in rsockets' read of the channel (see
+	 * shutting: sg_shutdown waits for an arm that began first) */
+	if (mark) {
+		mark_up(&arming[rs]);
+		if (__atomic_load_n(&shutting[rs], __ATOMIC_SEQ_CST)) {
+			mark_down(&arming[rs]);
+			return -EBUSY;
+		}
+	}
 	arm = (struct arm_state){.chan = -1, .rs = rs, .tracker = tracker};
 	sg_arming = true;
 	r = (int)LIB_CALL(rpoll(&p, 1, -1));
 	sg_arming = false;
+	if (mark)
+		mark_down(&arming[rs]);
 	out->chan = arm.chan != rs ? arm.chan : -1;
 	out->cm =
 	    rs >= 0 && rs < MAX_LISTEN_RS && cm_dup[rs] ? cm_dup[rs] - 1 : -1;
