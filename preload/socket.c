@@ -745,6 +745,9 @@ static __attribute__((noinline)) int shutdown_slow(int fd, struct shim_sock *s,
 	if (r == 0) {
 		s->rd_shut |= how != SHUT_WR;
 		s->wr_shut |= how != SHUT_RD;
+		/* its readiness changed (HUP, RDHUP): a sleeper that parked
+		 * it looks again, as the kernel's shutdown wakes its waiters */
+		shim_sock_ev_io(s);
 	}
 	shim_sock_put(s);
 	return (int)shim_ret(r);

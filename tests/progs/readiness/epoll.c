@@ -1068,3 +1068,32 @@ void case_ended(void)
 	close(ep);
 	unpair(&p);
 }
+
+/*
+ * A registration that asks for no events, its set asleep, and the program
+ * shuts the connection down both ways from another thread: the kernel
+ * wakes the sleeper with EPOLLHUP (never maskable).  Under the shim the
+ * sleeper has parked the registration; the shutdown must send it to look
+ * again.
+ */
+void case_shut(void)
+{
+	struct pair p;
+	int ep = ep_new(), efd = new_efd();
+	struct waiter w;
+
+	if (mkpair(&p))
+		return;
+	ep_add(ep, efd, EPOLLIN, 2, "kick");
+	ep_add(ep, p.s, 0, 1, "s");
+	ep_show("registered with no events", ep, 50);
+	waiter_start(&w, ep, -1);
+	tl_sleep_ms(100); /* asleep by then, most likely; the result is the
+			   * same either way */
+	say("waiter blocked -> %s", waiter_done(&w) ? "no" : "yes");
+	say("shutdown(s, SHUT_RDWR) -> %s", res(shutdown(p.s, SHUT_RDWR)));
+	waiter_finish(&w, "the waiter saw", 3000, efd);
+	close(efd);
+	close(ep);
+	unpair(&p);
+}

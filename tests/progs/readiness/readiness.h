@@ -158,6 +158,7 @@ void case_data(void);
 void case_fair(void);
 void case_taken(void);
 void case_ended(void);
+void case_shut(void);
 void case_ctl(void);
 void case_timeout(void);
 void case_eintr(void);
