@@ -475,6 +475,10 @@ short shim_rdma_revents(struct shim_sock *s, short rev, short want)
 	}
 	if (s->rd_shut)
 		rev |= POLLIN; /* reads no longer wait */
+	if (s->wr_shut)
+		rev |= POLLOUT; /* nor writes: they fail (EPIPE) */
+	if (s->rd_shut && s->wr_shut)
+		rev |= POLLHUP; /* shut both ways: the kernel's HUP */
 	if (rev & POLLIN)
 		rev |= POLLRDNORM;
 	if (rev & POLLOUT)

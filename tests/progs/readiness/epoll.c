@@ -1076,6 +1076,29 @@ void case_ended(void)
  * sleeper has parked the registration; the shutdown must send it to look
  * again.
  */
+/* What poll() and epoll show of a connection after the program's own
+ * shutdown(how), the peer idle. */
+static void shut_one(int how, const char *name)
+{
+	static const char *const nm[] = {"s"};
+	struct pair p;
+	struct pollfd q = {.events = POLLIN | POLLOUT | POLLRDHUP};
+	int ep = ep_new();
+	char label[64];
+
+	if (mkpair(&p))
+		return;
+	ep_add(ep, p.s, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 1, "s");
+	q.fd = p.s;
+	snprintf(label, sizeof(label), "after %s: poll", name);
+	say("%s -> %s", name, res(shutdown(p.s, how)));
+	poll_show(label, &q, nm, 1, 0);
+	snprintf(label, sizeof(label), "after %s: epoll", name);
+	ep_show(label, ep, 0);
+	close(ep);
+	unpair(&p);
+}
+
 void case_shut(void)
 {
 	struct pair p;
@@ -1096,4 +1119,7 @@ void case_shut(void)
 	close(efd);
 	close(ep);
 	unpair(&p);
+	shut_one(SHUT_WR, "SHUT_WR");
+	shut_one(SHUT_RD, "SHUT_RD");
+	shut_one(SHUT_RDWR, "SHUT_RDWR");
 }
