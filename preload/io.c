@@ -124,7 +124,8 @@ static int peek_pause(struct shim_sock *s, int *pause_ms, int64_t *deadline)
 	int ms = shim_tv_ms(&s->rcvtimeo), nap = *pause_ms, r;
 	struct timespec ts;
 
-	if (sg_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
+	if (s->rd_shut ||
+	    (sg_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR))))
 		return -EPIPE; /* no more will come */
 	if (ms >= 0) {
 		if (!*deadline)
@@ -287,7 +288,8 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		 * asked for all of it. */
 		if (got && !(flags & MSG_WAITALL))
 			break;
-		if (dontwait)
+		/* shut for reading meanwhile (another thread): no waiting */
+		if (dontwait || s->rd_shut)
 			return got ? (ssize_t)got : s->rd_shut ? 0 : -EAGAIN;
 		r = wait_for(s, POLLIN, &s->rcvtimeo, &deadline);
 		if (r < 0)
@@ -391,6 +393,12 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	while (sent < want) {
 		int n = 0;
 		ssize_t r;
+
+		if (unlikely(s->wr_shut)) { /* by another thread meanwhile */
+			if (!sent)
+				return broken_pipe(flags);
+			break;
+		}
 
 		/* Gather up to 64 iovecs per rsendmsg: one RDMA write for
 		 * many small slices (gRPC sends up to 260 per sendmsg). */

@@ -745,8 +745,11 @@ static __attribute__((noinline)) int shutdown_slow(int fd, struct shim_sock *s,
 	if (r == 0) {
 		s->rd_shut |= how != SHUT_WR;
 		s->wr_shut |= how != SHUT_RD;
-		/* its readiness changed (HUP, RDHUP): a sleeper that parked
-		 * it looks again, as the kernel's shutdown wakes its waiters */
+		/* its readiness changed (IN, OUT, HUP): threads asleep on it
+		 * and epoll sleepers that parked it look again, as the
+		 * kernel's shutdown wakes its waiters (the note first: see
+		 * sg_shut_note) */
+		sg_shut_note(s->rs, how);
 		shim_sock_ev_io(s);
 	}
 	shim_sock_put(s);

@@ -91,6 +91,10 @@ int sg_connect_begin(const struct sockaddr *dst, socklen_t len,
 int sg_connect_result(int rs, short revents);
 int sg_close(int rs);
 int sg_shutdown(int rs, int how);
+/* The program shut rs down (how; the write side already by sg_shutdown):
+ * from now on it polls as the kernel's socket would (IN, OUT, HUP), and
+ * threads asleep on it look again. */
+void sg_shut_note(int rs, int how);
 int sg_set_nonblock(int rs, bool nonblock);
 int sg_getsockname(int rs, struct sockaddr *addr, socklen_t *len);
 

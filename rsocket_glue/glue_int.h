@@ -3,6 +3,8 @@
 #ifndef SHIM_GLUE_INT_H
 #define SHIM_GLUE_INT_H
 
+#include <poll.h>
+
 #include "base.h"
 #include "log.h"
 
@@ -32,9 +34,11 @@ void *sg_next_sym(void **slot, const char *name);
  * restores the state and, if a cancel came, acts on it (a cancellation
  * point: hold nothing of ours across it).
  */
-int sg_sleep_enter(int *cancel_state);
-bool sg_sleep_leave(int cancel_state); /* true: woken by a cancel */
+int sg_sleep_enter(int *cancel_state, const struct pollfd *fds, nfds_t n);
+bool sg_sleep_leave(int cancel_state); /* true: woken (cancel or kick) */
 void sg_sleep_fork_child(void);
+/* Wake the threads asleep on rs (fds[].fd): the program shut it down. */
+void sg_sleep_kick(int rs);
 
 /*
  * reap.c: rclose(rs) -- done by the caller's close_fn, which knows the

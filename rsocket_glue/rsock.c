@@ -322,6 +322,8 @@ static unsigned char ack_to[MAX_LISTEN_RS];  /* see ack_timeout */
  * reads the other's: at least one of them sees the other. */
 static unsigned char shutting[MAX_LISTEN_RS];
 static unsigned char arming[MAX_LISTEN_RS];
+/* The program's own shutdown of rs (sg_shut_note): 1 read, 2 write. */
+static unsigned char shut_local[MAX_LISTEN_RS];
 static int marks_up; /* how many of the two flags are raised, in all */
 
 static void mark_up(unsigned char *flag)
@@ -344,6 +346,7 @@ static void cm_track(int rs)
 		return;
 	fd = REAL(fcntl)(rs, F_DUPFD_CLOEXEC, 0);
 	cm_gone[rs] = 0;
+	__atomic_store_n(&shut_local[rs], 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&tfailed[rs], 0, __ATOMIC_RELAXED);
 	cm_dup[rs] = fd >= 0 ? fd + 1 : 0;
 }
@@ -694,6 +697,7 @@ int sg_close(int rs)
 		listen_pollfd[rs] = 0;
 		/* the number may name a program's own rdma_cm channel next */
 		__atomic_store_n(&bounded[rs], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&shut_local[rs], 0, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&ack_to[rs], 0, __ATOMIC_RELAXED);
 	}
 	return sg_reap(rs, cm_release(rs), rclose_locked);
@@ -817,6 +821,27 @@ ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags)
 }
 
 /* Gone rsockets show POLLHUP (their EOF); returns the new count. */
+/* What the program's own shutdown makes rs show, as the kernel's tcp_poll
+ * does: reads and writes no longer wait, and HUP once shut both ways. */
+static short shut_bits(int rs, short events)
+{
+	unsigned char m;
+	short b = 0;
+
+	if (rs < 0 || rs >= MAX_LISTEN_RS)
+		return 0;
+	m = __atomic_load_n(&shut_local[rs], __ATOMIC_SEQ_CST);
+	if (likely(!m))
+		return 0;
+	if (m & 1)
+		b |= POLLIN | POLLRDHUP;
+	if (m & 2)
+		b |= POLLOUT;
+	if (m == 3)
+		b |= POLLHUP;
+	return b & (short)(events | POLLHUP);
+}
+
 static int mark_gone(struct pollfd *fds, nfds_t nfds)
 {
 	int n = 0;
@@ -824,9 +849,22 @@ static int mark_gone(struct pollfd *fds, nfds_t nfds)
 	for (nfds_t i = 0; i < nfds; i++) {
 		if (cm_is_gone(fds[i].fd))
 			fds[i].revents |= POLLHUP;
+		fds[i].revents |= shut_bits(fds[i].fd, fds[i].events);
 		n += fds[i].revents != 0;
 	}
 	return n;
+}
+
+void sg_shut_note(int rs, int how)
+{
+	unsigned char m = how == SHUT_RD ? 1 : how == SHUT_WR ? 2 : 3;
+
+	if (rs < 0 || rs >= MAX_LISTEN_RS)
+		return;
+	/* seq_cst: a sleeper parks, then looks (shut_bits); the caller
+	 * then reads the park (shim_sock_ev_io): one of them sees the other */
+	__atomic_or_fetch(&shut_local[rs], m, __ATOMIC_SEQ_CST);
+	sg_sleep_kick(rs); /* a thread asleep on rs looks again */
 }
 
 int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
@@ -1121,8 +1159,16 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	}
 	/* No cancellation inside rpoll (see sleep.c): a cancel
 	 * wakes the sleep through wfd and is acted on after it. */
-	wfd = sg_sleep_enter(&cs);
+	wfd = sg_sleep_enter(&cs, fds, nfds);
 	asleep = true;
+	/* shut down since the caller looked, before a kick could find us */
+	for (i = 0; i < nfds; i++)
+		if (shut_bits(fds[i].fd, fds[i].events)) {
+			for (i = 0; i < nfds; i++)
+				fds[i].revents = 0;
+			r = mark_gone(fds, nfds);
+			goto out;
+		}
 	if (wfd >= 0)
 		all[n++] = (struct pollfd){.fd = wfd, .events = POLLIN};
 	shim_lib_sigmask = mask;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pthread_cancel of a thread asleep in an RDMA wait.
+ * pthread_cancel of a thread asleep in an RDMA wait (and a shutdown of a
+ * connection it sleeps on: sg_sleep_kick).
  *
  * The shim sleeps in rsockets' rpoll, whose poll gate (a count of the
  * threads inside it) is never given back when a thread is cancelled there:
@@ -21,6 +22,8 @@
 struct sleeper {
 	pthread_t th;
 	int efd;
+	const struct pollfd *fds; /* what it sleeps on (sg_sleep_kick) */
+	nfds_t n;
 	struct sleeper *next;
 };
 
@@ -46,9 +49,11 @@ static void unregister(void *arg)
 	me.efd = -1;
 }
 
-int sg_sleep_enter(int *cancel_state)
+int sg_sleep_enter(int *cancel_state, const struct pollfd *fds, nfds_t n)
 {
 	me.th = pthread_self();
+	me.fds = fds;
+	me.n = n;
 	/* The system call itself, as its close is (REAL): a sanitizer that
 	 * tracks fds sees neither, not one without the other. */
 	me.efd =
@@ -95,5 +100,21 @@ void sg_sleep_cancelled(pthread_t th)
 	for (s = sleepers; s; s = s->next)
 		if (pthread_equal(s->th, th) && s->efd >= 0)
 			(void)eventfd_write(s->efd, 1);
+	pthread_mutex_unlock(&sleepers_mu);
+}
+
+/* The program shut rs down: wake the threads asleep on it, to look again
+ * (the sleep says woken, and goes on if nothing it waits for is there). */
+void sg_sleep_kick(int rs)
+{
+	struct sleeper *s;
+
+	pthread_mutex_lock(&sleepers_mu);
+	for (s = sleepers; s; s = s->next)
+		for (nfds_t i = 0; i < s->n; i++)
+			if (s->fds[i].fd == rs && s->efd >= 0) {
+				(void)eventfd_write(s->efd, 1);
+				break;
+			}
 	pthread_mutex_unlock(&sleepers_mu);
 }
