@@ -919,9 +919,13 @@ int sg_arm_poll(struct pollfd *fds, nfds_t nfds)
 	return -1;
 }
 
+/* The rsocket this thread arms, from before its flag goes up until after
+ * it comes down (a signal handler's shutdown may come in between). */
+static __thread int arming_rs = -1;
+
 static bool arming_here(int rs)
 {
-	return sg_arming && arm.rs == rs;
+	return arming_rs == rs;
 }
 
 /* A parent's thread that was arming or shutting down is not here: its
@@ -945,9 +949,11 @@ int sg_arm(int rs, short events, bool tracker, struct sg_armed *out)
 	 * with it could then block in rsockets' read of the channel (see
 	 * shutting: sg_shutdown waits for an arm that began first) */
 	if (mark) {
+		arming_rs = rs;
 		mark_up(&arming[rs]);
 		if (__atomic_load_n(&shutting[rs], __ATOMIC_SEQ_CST)) {
 			mark_down(&arming[rs]);
+			arming_rs = -1;
 			return -EBUSY;
 		}
 	}
@@ -955,8 +961,10 @@ int sg_arm(int rs, short events, bool tracker, struct sg_armed *out)
 	sg_arming = true;
 	r = (int)LIB_CALL(rpoll(&p, 1, -1));
 	sg_arming = false;
-	if (mark)
+	if (mark) {
 		mark_down(&arming[rs]);
+		arming_rs = -1;
+	}
 	out->chan = arm.chan != rs ? arm.chan : -1;
 	out->cm =
 	    rs >= 0 && rs < MAX_LISTEN_RS && cm_dup[rs] ? cm_dup[rs] - 1 : -1;
