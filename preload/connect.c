@@ -211,8 +211,8 @@ static int rdma_eligible(const struct sockaddr_storage *dst,
  * rsocket_glue's svc_mu; -EINTR: a signal), which say nothing about it. */
 static void note_failure(const struct sockaddr_storage *rdst, int rs)
 {
-	if (rs != -EMFILE && rs != -ENOMEM && rs != -ENOBUFS && rs != -EBUSY &&
-	    rs != -EINTR)
+	if (rs != -EMFILE && rs != -ENFILE && rs != -ENOMEM && rs != -ENOBUFS &&
+	    rs != -EBUSY && rs != -EINTR)
 		sg_negcache_add((const struct sockaddr *)rdst);
 }
 

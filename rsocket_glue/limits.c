@@ -29,8 +29,11 @@
 #include <string.h>
 #include <sys/resource.h>
 
-/* The completion channels rsockets holds now (one per connection). */
+/* The completion channels rsockets holds now (one per connection), and
+ * which fds they are (a destroy counts down only what was counted). */
+#define MAX_CHAN_FD 65536
 static int live_chans;
+static unsigned char counted[MAX_CHAN_FD];
 
 /* This thread's last channel was refused by the share (the warning is the
  * refusal's, not the EMFILE's the connect then reports). */
@@ -44,15 +47,20 @@ static bool first_time(enum shortage k)
 	return !__atomic_exchange_n(&said[k], true, __ATOMIC_RELAXED);
 }
 
-/* Is the caller librdmacm (rsockets), not the program's own verbs use? */
+/* Is the caller librdmacm (rsockets), not the program's own verbs use?
+ * (A program of its own on librdmacm, without rsockets, is counted too:
+ * two channels an id; it meets the share only past it.) */
 static bool from_librdmacm(const void *caller)
 {
 	static const void *base;
+	const void *b = __atomic_load_n(&base, __ATOMIC_ACQUIRE);
 	Dl_info me, it;
 
-	if (!base && dladdr((void *)rsocket, &me))
-		base = me.dli_fbase;
-	return base && dladdr(caller, &it) && it.dli_fbase == base;
+	if (!b && dladdr((void *)rsocket, &me)) {
+		b = me.dli_fbase;
+		__atomic_store_n(&base, b, __ATOMIC_RELEASE);
+	}
+	return b && dladdr(caller, &it) && it.dli_fbase == b;
 }
 
 /* May one more connection's fds be taken?  (n: connections with it.) */
@@ -109,11 +117,13 @@ ibv_create_comp_channel(struct ibv_context *ctx)
 		return NULL;
 	}
 	ch = f(ctx);
-	if (!ch) {
+	if (!ch || ch->fd < 0 || ch->fd >= MAX_CHAN_FD) {
 		e = errno;
 		__atomic_sub_fetch(&live_chans, 1, __ATOMIC_RELAXED);
 		errno = e;
+		return ch; /* beyond the table: not counted */
 	}
+	__atomic_store_n(&counted[ch->fd], 1, __ATOMIC_RELAXED);
 	return ch;
 }
 
@@ -121,15 +131,20 @@ SHIM_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 {
 	static void *real;
 	dcc_fn *f = (dcc_fn *)sg_next_sym(&real, "ibv_destroy_comp_channel");
-	int r;
+	int fd = ch ? ch->fd : -1, r;
+	bool was;
 
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
-	}
+	if (!f)
+		return ENOSYS; /* libibverbs' convention: the error itself */
+	/* cleared while the fd is still this channel's: once destroyed, its
+	 * number may be a new channel's at once */
+	was = fd >= 0 && fd < MAX_CHAN_FD &&
+	      __atomic_exchange_n(&counted[fd], 0, __ATOMIC_RELAXED);
 	r = f(ch);
-	if (!r && from_librdmacm(__builtin_return_address(0)))
+	if (was && !r)
 		__atomic_sub_fetch(&live_chans, 1, __ATOMIC_RELAXED);
+	else if (was)
+		__atomic_store_n(&counted[fd], 1, __ATOMIC_RELAXED);
 	return r;
 }
 
