@@ -31,16 +31,13 @@ struct sg_sockopts {
 };
 
 /*
- * limits.c: the fds an RDMA connection holds beyond the program's socket
- * (rdma_cm channel, completion channel, the glue's duplicate of the first,
- * a bell); connections keep to ERDMA_SHIM_FD_SHARE percent of
- * RLIMIT_NOFILE.  sg_fds_check: 0 if one more fits, else -EMFILE (and the
- * warning, once).  sg_shortage: a connection to peer fell back for want of
- * err (-EMFILE/-ENFILE: fds, -ENOMEM: locked memory, -ENOBUFS: the
- * device's queues; others are no shortage): one warning per cause per
- * process.
+ * limits.c: connections keep their fds (SHIM_CONN_FDS each, config.h) to
+ * ERDMA_SHIM_FD_SHARE percent of RLIMIT_NOFILE.  sg_fds_check: 0 if one more
+ * fits, else -EMFILE (and the warning, once).  sg_shortage: a connection to
+ * peer fell back for want of err (-EMFILE/-ENFILE: fds, -ENOMEM: locked memory,
+ * -ENOBUFS: the device's queues; others are no shortage): one warning per cause
+ * per process.
  */
-#define SG_CONN_FDS 4
 int sg_fds_check(void);
 void sg_shortage(int err, const char *peer);
 

@@ -3,7 +3,7 @@
  * What RDMA connections may take of the process, and what the operator is
  * told when a connection falls back to TCP for want of something.
  *
- * An RDMA connection holds fds the program never sees (SG_CONN_FDS: its
+ * An RDMA connection holds fds the program never sees (SHIM_CONN_FDS: its
  * rdma_cm channel, its completion channel, the glue's duplicate of the
  * first, and its bell once an epoll set has slept with it).  Unchecked they
  * would grow up to RLIMIT_NOFILE, and the program's own next socket(),
@@ -67,16 +67,13 @@ static bool from_librdmacm(const void *caller)
 static bool within_share(int n, rlim_t *limit)
 {
 	struct rlimit rl;
-	unsigned long long cap;
 
-	if (shim_cfg.fd_share >= 100 || getrlimit(RLIMIT_NOFILE, &rl))
+	if (shim_cfg.fd_share >= 100 || getrlimit(RLIMIT_NOFILE, &rl) ||
+	    rl.rlim_cur == RLIM_INFINITY)
 		return true;
 	*limit = rl.rlim_cur;
-	cap = rl.rlim_cur == RLIM_INFINITY
-		  ? ~0ULL
-		  : rl.rlim_cur / 100 * shim_cfg.fd_share +
-			rl.rlim_cur % 100 * shim_cfg.fd_share / 100;
-	return (unsigned long long)n * SG_CONN_FDS <= cap;
+	return (unsigned long long)n <=
+	       shim_fd_share_conns(&shim_cfg, rl.rlim_cur);
 }
 
 static void share_warn(rlim_t limit)
@@ -87,7 +84,7 @@ static void share_warn(rlim_t limit)
 			  "connections use TCP (raise ulimit -n, or "
 			  "ERDMA_SHIM_FD_SHARE); not repeated",
 			  shim_cfg.fd_share, (unsigned long long)limit,
-			  SG_CONN_FDS);
+			  SHIM_CONN_FDS);
 }
 
 typedef struct ibv_comp_channel *ccc_fn(struct ibv_context *);

@@ -64,6 +64,21 @@ struct shim_config {
 
 void shim_config_defaults(struct shim_config *c);
 
+/*
+ * The fds one RDMA connection holds beyond the program's own socket (its
+ * rdma_cm channel, its completion channel, the glue's duplicate of the
+ * first, a bell), and how many connections ERDMA_SHIM_FD_SHARE lets a
+ * process with soft RLIMIT_NOFILE nofile hold: rsocket_glue/limits.c
+ * keeps to it, doctor reports it.
+ */
+#define SHIM_CONN_FDS 4
+static inline unsigned long long
+shim_fd_share_conns(const struct shim_config *c, unsigned long long nofile)
+{
+	return (nofile / 100 * c->fd_share + nofile % 100 * c->fd_share / 100) /
+	       SHIM_CONN_FDS;
+}
+
 /* The offset in force: ERDMA_SHIM_PORT_OFFSET when set, else by transport
  * (iwarp: the host has an iWARP device).  The library (sock.c) and the CLI
  * both ask here, so doctor and probe say what the library does. */

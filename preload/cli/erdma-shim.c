@@ -547,6 +547,30 @@ static unsigned long long conn_pinned(const struct shim_config *c)
 	return s + rv;
 }
 
+/* RLIMIT_NOFILE: how many RDMA connections ERDMA_SHIM_FD_SHARE lets a
+ * process with this shell's limit hold (rsocket_glue/limits.c). */
+static void doctor_nofile(struct report *r, const struct shim_config *c)
+{
+	unsigned long long fit;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl)) {
+		check(r, "nofile", "warn", NULL, "getrlimit: %s",
+		      strerror(errno));
+		return;
+	}
+	fit = shim_fd_share_conns(c, rl.rlim_cur);
+	check(r, "nofile", fit < 256 ? "warn" : "ok",
+	      fit < 256 ? "raise it: ulimit -n, LimitNOFILE= (systemd), "
+			  "--ulimit nofile= (docker); or ERDMA_SHIM_FD_SHARE"
+			: NULL,
+	      "RLIMIT_NOFILE %llu; %d fds per RDMA connection, %u%% of the "
+	      "limit for them (ERDMA_SHIM_FD_SHARE): about %llu RDMA "
+	      "connection%s a process, then TCP",
+	      (unsigned long long)rl.rlim_cur, SHIM_CONN_FDS, c->fd_share, fit,
+	      fit == 1 ? "" : "s");
+}
+
 static void doctor_memlock(struct report *r, const struct shim_config *c)
 {
 	unsigned long long per = conn_pinned(c), fit;
@@ -695,6 +719,7 @@ static int cmd_doctor(int argc, char **argv)
 	usable = doctor_rdma_cm(&r);
 	usable = doctor_devices(&r, &c) && usable;
 	doctor_memlock(&r, &c);
+	doctor_nofile(&r, &c);
 	doctor_fork(&r);
 	doctor_libs(&r);
 	usable = usable && !r.fails;

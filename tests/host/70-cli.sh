@@ -28,6 +28,14 @@ rc=0
 grep -Eq '^devices +fail +no RDMA device' "$TMP/doctor.out" || fail "doctor: no 'devices fail no RDMA device' line"
 grep -A1 -E '^devices +fail' "$TMP/doctor.out" | grep -Eq '^ +fix: ' || fail "doctor: no fix line under the devices check"
 grep -Eq '^verdict: RDMA NOT usable' "$TMP/doctor.out" || fail "doctor: no verdict line"
+# RLIMIT_NOFILE: how many RDMA connections ERDMA_SHIM_FD_SHARE (50%) leaves
+# a process (4 fds each): 1024 -> 128, with a fix; 8192 -> 1024, ok
+( ulimit -n 1024; "$CLI" doctor 2>&1 ) >"$TMP/doctor.nofile" || true
+grep -Eq '^nofile +warn +RLIMIT_NOFILE 1024; .* about 128 RDMA connections' "$TMP/doctor.nofile" ||
+	fail "doctor: no 'nofile warn ... about 128' line at ulimit -n 1024: $(grep nofile "$TMP/doctor.nofile")"
+( ulimit -n 8192; ERDMA_SHIM_FD_SHARE=50 "$CLI" doctor 2>&1 ) >"$TMP/doctor.nofile" || true
+grep -Eq '^nofile +ok +RLIMIT_NOFILE 8192; .* about 1024 RDMA connections' "$TMP/doctor.nofile" ||
+	fail "doctor: no 'nofile ok ... about 1024' line at ulimit -n 8192: $(grep nofile "$TMP/doctor.nofile")"
 rc=0
 "$CLI" doctor --json >"$TMP/doctor.json" 2>/dev/null || rc=$?
 [ $rc = 1 ] || fail "doctor --json: exit $rc (want 1)"
