@@ -384,6 +384,10 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 
 		if (sg_poll(&p, 1, 0) > 0 &&
 		    (p.revents & (POLLHUP | POLLERR))) {
+			/* shut both ways by another thread since the check
+			 * above: that HUP is ours, not the peer's end */
+			if (s->wr_shut)
+				return broken_pipe(flags);
 			if ((p.revents & POLLERR) && shim_rdma_timed_out(s))
 				return broken_pipe_reset(s, flags);
 			return past_end(s, want, p.revents, flags);
@@ -470,7 +474,7 @@ short shim_rdma_revents(struct shim_sock *s, short rev, short want)
 		rev |= POLLIN | POLLOUT | POLLHUP;
 		if (__atomic_load_n(&s->so_error, __ATOMIC_ACQUIRE))
 			rev |= POLLERR;
-	} else if ((rev & POLLHUP) &&
+	} else if ((rev & POLLHUP) && !(s->rd_shut && s->wr_shut) &&
 		   __atomic_load_n(&s->wr_full, __ATOMIC_RELAXED)) {
 		/* The peer went with our data still in flight (its window
 		 * was full): TCP would have had a reset, IN|OUT|ERR|HUP,

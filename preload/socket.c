@@ -750,6 +750,11 @@ static __attribute__((noinline)) int shutdown_slow(int fd, struct shim_sock *s,
 		 * kernel's shutdown wakes its waiters (the note first: see
 		 * sg_shut_note) */
 		sg_shut_note(s->rs, how);
+		/* the kernel's wake-up is an edge for ET registrations too */
+		if (how != SHUT_WR)
+			__atomic_add_fetch(&s->rd_gen, 1, __ATOMIC_SEQ_CST);
+		if (how != SHUT_RD)
+			__atomic_add_fetch(&s->wr_gen, 1, __ATOMIC_SEQ_CST);
 		shim_sock_ev_io(s);
 	}
 	shim_sock_put(s);

@@ -66,6 +66,7 @@ static void bells_fork_child(void);
 static void bell_ring(int rs);
 static void arming_fork_child(void);
 static bool arming_here(int rs);
+static void shut_forget(int rs);
 
 static void sg_fork_child(void)
 {
@@ -202,6 +203,7 @@ static int connect_start(const struct sockaddr *dst, socklen_t len,
 			pthread_mutex_unlock(&svc_mu);
 		return rs;
 	}
+	shut_forget(rs); /* a number a fork child's old connection had */
 	*r = sg_apply_tunables(rs, &shim_cfg, bufs);
 	if (*r == 0 && src && LIB_CALL(rbind(rs, src, srclen)) < 0)
 		shim_dbg(
@@ -322,8 +324,10 @@ static unsigned char ack_to[MAX_LISTEN_RS];  /* see ack_timeout */
  * reads the other's: at least one of them sees the other. */
 static unsigned char shutting[MAX_LISTEN_RS];
 static unsigned char arming[MAX_LISTEN_RS];
-/* The program's own shutdown of rs (sg_shut_note): 1 read, 2 write. */
+/* The program's own shutdown of rs (sg_shut_note): 1 read, 2 write;
+ * shut_noted: whether any was ever noted (a fork child's reset). */
 static unsigned char shut_local[MAX_LISTEN_RS];
+static bool shut_noted;
 static int marks_up; /* how many of the two flags are raised, in all */
 
 static void mark_up(unsigned char *flag)
@@ -346,7 +350,7 @@ static void cm_track(int rs)
 		return;
 	fd = REAL(fcntl)(rs, F_DUPFD_CLOEXEC, 0);
 	cm_gone[rs] = 0;
-	__atomic_store_n(&shut_local[rs], 0, __ATOMIC_SEQ_CST);
+	shut_forget(rs);
 	__atomic_store_n(&tfailed[rs], 0, __ATOMIC_RELAXED);
 	cm_dup[rs] = fd >= 0 ? fd + 1 : 0;
 }
@@ -613,6 +617,7 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 	rs = (int)LIB_CALL(rsocket(addr->sa_family, SOCK_STREAM, 0));
 	if (rs < 0)
 		return rs;
+	shut_forget(rs);
 	if (rs >= MAX_LISTEN_RS) {
 		sg_close(rs);
 		return -EMFILE;
@@ -697,7 +702,7 @@ int sg_close(int rs)
 		listen_pollfd[rs] = 0;
 		/* the number may name a program's own rdma_cm channel next */
 		__atomic_store_n(&bounded[rs], 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&shut_local[rs], 0, __ATOMIC_SEQ_CST);
+		shut_forget(rs);
 		__atomic_store_n(&ack_to[rs], 0, __ATOMIC_RELAXED);
 	}
 	return sg_reap(rs, cm_release(rs), rclose_locked);
@@ -729,8 +734,8 @@ int sg_shutdown(int rs, int how)
 		mark_up(&shutting[rs]);
 		/* an arm that began before it ends first: a look, no sleep
 		 * (not this thread's own, from a signal handler inside it) */
-		while (__atomic_load_n(&arming[rs], __ATOMIC_SEQ_CST) &&
-		       !arming_here(rs))
+		while (__atomic_load_n(&arming[rs], __ATOMIC_SEQ_CST) >
+		       (arming_here(rs) ? 1 : 0))
 			sched_yield();
 	}
 	r = (int)LIB_CALL(rshutdown(rs, how));
@@ -863,8 +868,16 @@ void sg_shut_note(int rs, int how)
 		return;
 	/* seq_cst: a sleeper parks, then looks (shut_bits); the caller
 	 * then reads the park (shim_sock_ev_io): one of them sees the other */
+	__atomic_store_n(&shut_noted, true, __ATOMIC_RELAXED);
 	__atomic_or_fetch(&shut_local[rs], m, __ATOMIC_SEQ_CST);
 	sg_sleep_kick(rs); /* a thread asleep on rs looks again */
+}
+
+/* rs is a new rsocket's number, or free: nothing shut */
+static void shut_forget(int rs)
+{
+	if (rs >= 0 && rs < MAX_LISTEN_RS)
+		__atomic_store_n(&shut_local[rs], 0, __ATOMIC_SEQ_CST);
 }
 
 int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
@@ -932,6 +945,13 @@ static bool arming_here(int rs)
  * flags would make a shutdown wait for ever, or every arm refuse. */
 static void arming_fork_child(void)
 {
+	/* the child's connections are not the parent's (fork.c disowns
+	 * them): a number the child reuses, for an rsocket or a plain fd
+	 * in a mixed look, must show no shutdown */
+	if (__atomic_load_n(&shut_noted, __ATOMIC_RELAXED)) {
+		memset(shut_local, 0, sizeof(shut_local));
+		shut_noted = false;
+	}
 	if (!__atomic_load_n(&marks_up, __ATOMIC_RELAXED))
 		return; /* the usual case: no page of them touched */
 	memset(arming, 0, sizeof(arming));

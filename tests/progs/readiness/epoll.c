@@ -1096,10 +1096,19 @@ static void shut_one(int how, const char *name)
 	poll_show(label, &q, nm, 1, 0);
 	snprintf(label, sizeof(label), "after %s: epoll", name);
 	ep_show(label, ep, 0);
+	/* a wait for only what the shutdown grants (SHUT_RD: IN; SHUT_RDWR:
+	 * HUP, with no events asked) ends at once; SHUT_WR grants no IN */
+	q.events = how == SHUT_RD   ? POLLIN | POLLRDHUP
+		   : how == SHUT_WR ? POLLIN
+				    : 0;
 	t0 = tl_now_ms();
-	r = poll(&q, 1, 2000);
-	say("after %s: a poll of up to 2 s -> %d, at once -> %s", name, r,
-	    tl_now_ms() - t0 < 1000 ? "yes" : "no");
+	r = poll(&q, 1, how == SHUT_WR ? 200 : 2000);
+	if (how == SHUT_WR)
+		say("after %s: a poll for IN (200 ms) -> %d", name, r);
+	else
+		say("after %s: a poll of up to 2 s for %s -> %d, at once -> %s",
+		    name, how == SHUT_RD ? "IN" : "nothing", r,
+		    tl_now_ms() - t0 < 1000 ? "yes" : "no");
 	close(ep);
 	unpair(&p);
 }
@@ -1150,7 +1159,11 @@ static void shut_blocked(bool use_poll)
 	if (!join_within(th, 3000)) {
 		say("%s: still blocked after 3 s", what);
 		xsend(p.c, "x"); /* the rescue */
-		join_within(th, 5000);
+		if (!join_within(th, 5000)) {
+			say("%s: hung even after the rescue", what);
+			fflush(stdout);
+			_exit(3);
+		}
 	}
 	if (use_poll)
 		say("%s returned %ld: %s", what, b.r,
@@ -1158,6 +1171,35 @@ static void shut_blocked(bool use_poll)
 	else
 		say("%s returned %ld", what, b.r);
 	unpair(&p);
+}
+
+/* Shut both ways with sends still queued (the peer reads nothing): HUP,
+ * never ERR -- the end is ours, not a reset. */
+static void shut_full(void)
+{
+	static const char *const nm[] = {"s"};
+	static char buf[65536];
+	struct pair p;
+	struct pollfd q;
+	int ep = ep_new();
+	long sent = 0;
+	ssize_t r;
+
+	if (mkpair(&p))
+		return;
+	ep_add(ep, p.s, 0, 1, "s");
+	while ((r = send(p.s, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL)) >
+	       0)
+		sent += r;
+	say("full: sent until %s", r < 0 ? tl_en(errno) : "0");
+	say("full: shutdown(s, SHUT_RDWR) -> %s",
+	    res(shutdown(p.s, SHUT_RDWR)));
+	q = (struct pollfd){.fd = p.s, .events = POLLIN | POLLOUT};
+	poll_show("full: poll", &q, nm, 1, 0);
+	ep_show("full: epoll, no events asked", ep, 0);
+	close(ep);
+	unpair(&p);
+	(void)sent;
 }
 
 void case_shut(void)
@@ -1185,4 +1227,5 @@ void case_shut(void)
 	shut_one(SHUT_RDWR, "SHUT_RDWR");
 	shut_blocked(false);
 	shut_blocked(true);
+	shut_full();
 }
