@@ -76,15 +76,21 @@ static bool within_share(int n, rlim_t *limit)
 	       shim_fd_share_conns(&shim_cfg, rl.rlim_cur);
 }
 
-static void share_warn(rlim_t limit)
+/* May a connection (n with it) take its fds?  If not, the warning (once),
+ * and this thread remembers that the refusal was the share's. */
+static bool share_allows(int n)
 {
-	if (first_time(SH_SHARE))
+	rlim_t limit = 0;
+
+	share_refused = !within_share(n, &limit);
+	if (share_refused && first_time(SH_SHARE))
 		shim_warn("RDMA connections would take more than %u%% of "
 			  "RLIMIT_NOFILE (%llu; %d fds a connection): new "
 			  "connections use TCP (raise ulimit -n, or "
 			  "ERDMA_SHIM_FD_SHARE); not repeated",
 			  shim_cfg.fd_share, (unsigned long long)limit,
 			  SHIM_CONN_FDS);
+	return !share_refused;
 }
 
 typedef struct ibv_comp_channel *ccc_fn(struct ibv_context *);
@@ -96,7 +102,6 @@ ibv_create_comp_channel(struct ibv_context *ctx)
 	static void *real;
 	ccc_fn *f = (ccc_fn *)sg_next_sym(&real, "ibv_create_comp_channel");
 	struct ibv_comp_channel *ch;
-	rlim_t limit = 0;
 	int n, e;
 
 	if (!f) {
@@ -106,10 +111,8 @@ ibv_create_comp_channel(struct ibv_context *ctx)
 	if (!from_librdmacm(__builtin_return_address(0)))
 		return f(ctx);
 	n = __atomic_add_fetch(&live_chans, 1, __ATOMIC_RELAXED);
-	share_refused = !within_share(n, &limit);
-	if (share_refused) {
+	if (!share_allows(n)) {
 		__atomic_sub_fetch(&live_chans, 1, __ATOMIC_RELAXED);
-		share_warn(limit);
 		errno = EMFILE;
 		return NULL;
 	}
@@ -147,14 +150,9 @@ SHIM_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 
 int sg_fds_check(void)
 {
-	rlim_t limit = 0;
-	int n = __atomic_load_n(&live_chans, __ATOMIC_RELAXED) + 1;
-
-	share_refused = !within_share(n, &limit);
-	if (!share_refused)
-		return 0;
-	share_warn(limit);
-	return -EMFILE;
+	return share_allows(__atomic_load_n(&live_chans, __ATOMIC_RELAXED) + 1)
+		   ? 0
+		   : -EMFILE;
 }
 
 void sg_shortage(int err, const char *peer)

@@ -825,7 +825,6 @@ ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags)
 	return wr_gone(rs, LIB_CALL(rsendmsg(rs, &m, flags)));
 }
 
-/* Gone rsockets show POLLHUP (their EOF); returns the new count. */
 /* What the program's own shutdown makes rs show, as the kernel's tcp_poll
  * does: reads and writes no longer wait, and HUP once shut both ways. */
 static short shut_bits(int rs, short events)
@@ -847,6 +846,17 @@ static short shut_bits(int rs, short events)
 	return b & (short)(events | POLLHUP);
 }
 
+/* Is any of fds shut down by the program? */
+static bool shut_any(const struct pollfd *fds, nfds_t nfds)
+{
+	for (nfds_t i = 0; i < nfds; i++)
+		if (shut_bits(fds[i].fd, fds[i].events))
+			return true;
+	return false;
+}
+
+/* Gone rsockets show POLLHUP (their EOF), shut ones what shut_bits says;
+ * returns the new count. */
 static int mark_gone(struct pollfd *fds, nfds_t nfds)
 {
 	int n = 0;
@@ -1190,13 +1200,12 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	wfd = sg_sleep_enter(&cs, fds, nfds);
 	asleep = true;
 	/* shut down since the caller looked, before a kick could find us */
-	for (i = 0; i < nfds; i++)
-		if (shut_bits(fds[i].fd, fds[i].events)) {
-			for (i = 0; i < nfds; i++)
-				fds[i].revents = 0;
-			r = mark_gone(fds, nfds);
-			goto out;
-		}
+	if (shut_any(fds, nfds)) {
+		for (i = 0; i < nfds; i++)
+			fds[i].revents = 0;
+		r = mark_gone(fds, nfds);
+		goto out;
+	}
 	if (wfd >= 0)
 		all[n++] = (struct pollfd){.fd = wfd, .events = POLLIN};
 	shim_lib_sigmask = mask;
