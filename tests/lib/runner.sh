@@ -49,7 +49,7 @@ for t in "$@"; do
 		why="exit $rc"
 		[ $rc -eq 124 ] || [ $rc -eq 137 ] && why="timed out after ${t_s}s"
 		echo "FAIL $suite/$name ($why, ${secs}s); last lines of $log:"
-		tail -n 40 "$log" | sed 's/^/    | /'
+		tail -n 400 "$log" | sed 's/^/    | /'
 		res=FAIL
 	fi
 	[ -n "${ERDMA_RESULTS:-}" ] && echo "$res $suite/$name" >>"$ERDMA_RESULTS"

@@ -13,6 +13,15 @@
 PY=/usr/bin/python3
 G=$ROOT/tests/rdma/lib/grpc_rdma.py
 
+# diag DIR SERVER-PID: what a failed scenario leaves to read, since WORK goes
+# with the test: both logs' ends and, while the server (or a pool child it
+# forked) still runs, every thread's stack.
+diag() {
+	echo "--- client log (end):"; tail -n 15 "$1/client"
+	echo "--- server log (end):"; tail -n 15 "$1/server"
+	if kill -0 "$2" 2>/dev/null; then stacks "$2"; fi
+}
+
 # run NAME SHIM(0|1) BIND TARGET-TEMPLATE [client opts] [-- env...]
 run() {
 	local name=$1 shim=$2 bind=$3 target=$4; shift 4
@@ -33,8 +42,8 @@ run() {
 	local sq
 	sq=$(qps "$spid")
 	touch "$hold"
-	wait "$cpid" || fail "$name (shim=$shim): client failed: $(tail -5 "$d/client")"
-	wait "$spid" || fail "$name (shim=$shim): server failed: $(tail -5 "$d/server")"
+	wait "$cpid" || { diag "$d" "$spid"; fail "$name (shim=$shim): client failed: $(tail -5 "$d/client")"; }
+	wait "$spid" || { diag "$d" "$spid"; fail "$name (shim=$shim): server failed: $(tail -5 "$d/server")"; }
 	if [ "$shim" = 1 ]; then
 		[ "$sq" -gt 0 ] || fail "$name: server has no QP: not on RDMA"
 	else
