@@ -1733,6 +1733,10 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 	for (;;) {
 		int n, left = timeout, r;
 
+		/* a handler woke the last sleep and nothing came: EINTR, as
+		 * the kernel's wait says, before any wait of the kernel's */
+		if (shim_sig_waiting())
+			return -EINTR;
 		if (timeout > 0) {
 			left = (int)(deadline - shim_now_ms());
 			if (left < 0)
@@ -1760,7 +1764,8 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 }
 
 /* A close() of epfd that came first sends the call to what epfd names
- * after it (tryget fails). */
+ * after it (tryget fails).  A handler of a signal that ended the sleep
+ * runs at the end, with nothing held (base/sigdefer.c). */
 #define EPOLL_WAIT_BODY(real_call)                                             \
 	struct shim_sock *es;                                                  \
 	int r;                                                                 \
@@ -1771,8 +1776,11 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 			return real_call;                                      \
 	} while (unlikely(                                                     \
 	    !shim_sock_tryget(epfd, es, SHIM_KINDS_WITH(SHIM_KF_EPSET))));     \
+	shim_sig_edge_enter();                                                 \
 	r = wait_slow(es, evs, max, timeout, sigmask);                         \
 	shim_sock_put(es);                                                     \
+	if (shim_sig_edge_leave())                                             \
+		shim_sig_run();                                                \
 	return (int)shim_ret(r)
 
 SHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max,

@@ -70,6 +70,10 @@ static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo,
 	struct pollfd p = {.fd = s->rs, .events = ev};
 	int ms = shim_tv_ms(tmo), left = -1, r;
 
+	/* a signal came with the last wake: the call ends (what it moved, or
+	 * EINTR) and its handler runs at the call's end, as in the kernel */
+	if (shim_sig_waiting())
+		return -EINTR;
 	for (;;) {
 		if (ms >= 0) {
 			if (!*deadline)
@@ -81,7 +85,10 @@ static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo,
 		r = sg_wait_cancellable(s, &p, left);
 		if (r == 0)
 			return -EAGAIN;
-		if (r == -EINTR && ms < 0 && shim_eintr_restarts())
+		/* a handler waiting runs at the call's end, which then
+		 * makes the call again if the kernel would (RDMA_CALL_F) */
+		if (r == -EINTR && !shim_sig_waiting() && ms < 0 &&
+		    shim_eintr_restarts())
 			continue;
 		return r < 0 ? r : 0;
 	}
@@ -127,6 +134,8 @@ static int peek_pause(struct shim_sock *s, int *pause_ms, int64_t *deadline)
 	if (s->rd_shut ||
 	    (sg_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR))))
 		return -EPIPE; /* no more will come */
+	if (shim_sig_waiting())
+		return -EINTR; /* wait_for */
 	if (ms >= 0) {
 		if (!*deadline)
 			*deadline = shim_now_ms() + ms;
@@ -594,20 +603,34 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
  * concurrent close() can't free the rsocket underneath us.  When that close
  * came first (tryget fails), the whole call is made again: the fd then
  * names the kernel's socket or a new one.  (If the thread is cancelled in
- * the call, the waits give the reference back: see wait_for.) */
+ * the call, the waits give the reference back: see wait_for.)  A handler
+ * of a signal that ended a wait runs after the put (base/sigdefer.c): one
+ * that leaves by siglongjmp leaves nothing held; after one that returns,
+ * the call is made again from the fd when the kernel would restart it. */
 /* Every wrapper's RDMA part is a function of its own, NAME_slow, out of
  * line so that the kernel-fd path stays one load and a tail call. */
 /* A connect still under way (SHIM_SK_CONNECTING) answers as the kernel's
  * connecting socket: EAGAIN, or a wait for its end and the call again. */
 #define RDMA_CALL_F(fd, s, fl, tmo, expr, again)                               \
 	({                                                                     \
+		__label__ retry_;                                              \
 		ssize_t r_;                                                    \
+		bool timed_;                                                   \
+	retry_:                                                                \
 		if (unlikely(!shim_sock_tryget(                                \
 			fd, s, SHIM_KINDS_WITH(SHIM_KF_CONN))))                \
 			return not_rdma(fd, s, (fl)&MSG_DONTWAIT, tmo)         \
 				   ?: again;                                   \
+		timed_ = shim_tv_ms(tmo) >= 0;                                 \
+		shim_sig_edge_enter();                                         \
 		r_ = (expr);                                                   \
 		shim_sock_put(s);                                              \
+		if (shim_sig_edge_leave() && shim_sig_deliver(r_, timed_)) {   \
+			s = shim_fd_get(fd);                                   \
+			if (!s)                                                \
+				return again;                                  \
+			goto retry_;                                           \
+		}                                                              \
 		shim_ret(r_);                                                  \
 	})
 #define RDMA_CALL_RD(fd, s, fl, expr, again)                                   \

@@ -315,6 +315,8 @@ static int poll_epolls(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 
 		if (r != 0 || timeout_ms == 0)
 			return r;
+		if (shim_sig_waiting())
+			return -EINTR; /* a handler that woke the last sleep */
 		if (timeout_ms > 0) {
 			left = (int)(deadline - shim_now_ms());
 			if (left <= 0)
@@ -343,19 +345,29 @@ static bool any_epoll_emul(const struct pollfd *fds, nfds_t nfds)
 	return false;
 }
 
+/* A handler of a signal that ended the sleep runs here, once the
+ * references to the polled sockets are given back (base/sigdefer.c); poll
+ * and select are never restarted. */
 static int poll_any(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		    const struct timespec *tmo, const sigset_t *mask)
 {
+	int r;
+
+	shim_sig_edge_enter();
 	if (any_epoll_emul(fds, nfds))
-		return poll_epolls(fds, nfds, timeout_ms, mask);
-	return poll_slow(fds, nfds, timeout_ms, tmo, mask);
+		r = poll_epolls(fds, nfds, timeout_ms, mask);
+	else
+		r = poll_slow(fds, nfds, timeout_ms, tmo, mask);
+	if (shim_sig_edge_leave())
+		shim_sig_run();
+	return r;
 }
 
 /*
  * librdmacm's own poll, with the caller's wait mask if one is set
- * (shim_lib_sigmask) -- on rpoll's sleep only: its zero-timeout looks at
- * plain fds ignore what poll returns, so a signal delivered there would
- * be lost, not an EINTR.
+ * (shim_lib_sigmask: a sleep that could not hold signals, sighold.c) -- on
+ * rpoll's sleep only: its zero-timeout looks at plain fds ignore what poll
+ * returns, so a signal delivered there would be lost, not an EINTR.
  */
 static int lib_poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {

@@ -48,3 +48,77 @@ bool shim_eintr_restarts(void)
 	errno = saved;
 	return restart;
 }
+
+/* The handlers waiting ran; their SA_RESTART says whether the call starts
+ * again, as the kernel's restart goes by the handler that interrupted. */
+bool shim_sig_deliver(long r, bool timed)
+{
+	bool restart = shim_sig_run();
+
+	return r == -EINTR && !timed && restart;
+}
+
+/*
+ * The program's handlers go through the shim's trampoline
+ * (base/sigdefer.c), so that one never runs inside the shim's sleep.
+ * signal() and siginterrupt() are glibc's, rebuilt on that sigaction:
+ * glibc's own call sigaction inside libc, where no wrapper sees it.
+ */
+SHIM_EXPORT int sigaction(int sig, const struct sigaction *act,
+			  struct sigaction *old)
+{
+	shim_ensure_init();
+	return (int)shim_ret(shim_sig_action(sig, act, old));
+}
+
+/* signals siginterrupt() made interrupting: signal() gives them no
+ * SA_RESTART (glibc's _sigintr) */
+static uint64_t intr_mask;
+
+static uint64_t sig_bit(int sig)
+{
+	return sig > 0 && sig <= 64 ? 1ULL << (sig - 1) : 0;
+}
+
+SHIM_EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+	struct sigaction a = {.sa_handler = h}, old;
+	int r;
+
+	shim_ensure_init();
+	if (h == SIG_ERR || sig <= 0 || sig >= NSIG) {
+		errno = EINVAL;
+		return SIG_ERR;
+	}
+	sigemptyset(&a.sa_mask);
+	sigaddset(&a.sa_mask, sig);
+	a.sa_flags =
+	    __atomic_load_n(&intr_mask, __ATOMIC_RELAXED) & sig_bit(sig)
+		? 0
+		: SA_RESTART;
+	r = shim_sig_action(sig, &a, &old);
+	if (r < 0) {
+		errno = -r;
+		return SIG_ERR;
+	}
+	return old.sa_handler;
+}
+
+SHIM_EXPORT int siginterrupt(int sig, int flag)
+{
+	struct sigaction a;
+	int r;
+
+	shim_ensure_init();
+	r = shim_sig_action(sig, NULL, &a);
+	if (r < 0)
+		return (int)shim_ret(r);
+	if (flag) {
+		__atomic_or_fetch(&intr_mask, sig_bit(sig), __ATOMIC_RELAXED);
+		a.sa_flags &= ~SA_RESTART;
+	} else {
+		__atomic_and_fetch(&intr_mask, ~sig_bit(sig), __ATOMIC_RELAXED);
+		a.sa_flags |= SA_RESTART;
+	}
+	return (int)shim_ret(shim_sig_action(sig, &a, NULL));
+}

@@ -1158,7 +1158,8 @@ static int spin(struct pollfd *fds, nfds_t nfds, long us, int64_t t0)
 
 /*
  * Sleep in rpoll(-1) over fds, the cm duplicates of their rsockets, and a
- * timerfd that ends a finite wait (timeout_ms > 0).
+ * timerfd that ends a finite wait (timeout_ms > 0).  The program's signal
+ * handlers wait until the sleep is over (base/sigdefer.c): -EINTR.
  */
 static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		     const sigset_t *mask)
@@ -1169,6 +1170,8 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	bool asleep = false;
 	nfds_t n = nfds, i;
 
+	if (shim_sig_waiting()) /* left by a call that did not run them */
+		shim_sig_run();
 	if (2 * nfds + 2 > ARRAY_SIZE(stack)) {
 		all = malloc((2 * nfds + 2) * sizeof(*all));
 		if (!all)
@@ -1209,9 +1212,11 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	if (wfd >= 0)
 		all[n++] = (struct pollfd){.fd = wfd, .events = POLLIN};
 	shim_lib_sigmask = mask;
+	shim_sig_sleep_enter(wfd);
 	r = (int)LIB_CALL(rpoll(all, n, -1));
 	if (r < 0)
 		r = -errno; /* the callers take -errno, not rpoll's -1 */
+	shim_sig_sleep_leave();
 	shim_lib_sigmask = NULL;
 	if (wfd >= 0)
 		n--; /* not the caller's, nor a cm duplicate */
@@ -1228,6 +1233,8 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	for (i = 0; i < nfds; i++)
 		fds[i].revents = all[i].revents;
 	r = mark_gone(fds, nfds);
+	if (r == 0 && shim_sig_waiting())
+		r = -EINTR; /* a handler waits: the wait is interrupted */
 out:
 	if (tfd >= 0)
 		REAL(close)(tfd);
@@ -1237,6 +1244,9 @@ out:
 	 * not acted on (disabled) was no event: the caller sleeps again */
 	if (asleep && sg_sleep_leave(cs) && r == 0)
 		r = -EINPROGRESS;
+	/* here, unless the exported call runs them once it holds nothing */
+	if (!shim_sigd.edge && shim_sig_waiting())
+		shim_sig_run();
 	return r;
 }
 

@@ -3,7 +3,8 @@
  * The base of the library, which every room may use and which uses no
  * room above it: the table of real libc functions (syms.h), init (init.h),
  * the log (log.h), the configuration (config.h), the fd table (fdtable.h),
- * the one clock (clock.h) and the ordered start-up list (startup.h).  This
+ * the one clock (clock.h), the ordered start-up list (startup.h) and the
+ * program's signal handlers, deferred across sleeps (sigdefer.h).  This
  * header gathers them for the rooms above; the base's own files include
  * only the headers they use, so the base has no circle.  Every
  * internal symbol carries the shim_ prefix and hidden visibility (the
@@ -21,6 +22,7 @@
 #include "init.h"
 #include "clock.h"
 #include "startup.h"
+#include "sigdefer.h"
 
 #include <stdint.h>
 

@@ -9,7 +9,10 @@
 #include <dlfcn.h>
 
 #define SHIM_DEFINE_REAL(f) __typeof__(f) *shim_real_##f;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 SHIM_SYMS(SHIM_DEFINE_REAL)
+#pragma GCC diagnostic pop
 #undef SHIM_DEFINE_REAL
 
 __thread int shim_lib_depth;
@@ -25,6 +28,9 @@ __thread bool shim_svc_guard;
 void shim_syms_resolve(void)
 {
 #define SHIM_RESOLVE(f) shim_real_##f = (__typeof__(f) *)dlsym(RTLD_NEXT, #f);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 	SHIM_SYMS(SHIM_RESOLVE)
+#pragma GCC diagnostic pop
 #undef SHIM_RESOLVE
 }

@@ -25,6 +25,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -353,6 +354,11 @@ static void case_restart(void)
 	restart_recv("SA_RESTART", SA_RESTART, 0);
 	restart_recv("no SA_RESTART", 0, 0);
 	restart_recv("SA_RESTART and SO_RCVTIMEO 5 s", SA_RESTART, 5000);
+	/* another handler without SA_RESTART, its signal never sent: the
+	 * kernel goes by the signal that came */
+	catch (SIGUSR2, 0);
+	restart_recv("SA_RESTART, SIGUSR2 caught without it", SA_RESTART, 0);
+	uncatch(SIGUSR2);
 	restart_accept();
 }
 
@@ -734,6 +740,210 @@ static void case_cancel_wait(void)
 {
 	cancel_in("poll", poll_main);
 	cancel_in("epoll_wait", epwait_main);
+}
+
+/*
+ * siglongjmp out of a blocked call: a handler that leaves the call so
+ * (alarm() bounding a recv, an interpreter's timeout) must leave nothing of
+ * it behind -- the thread's later waits sleep and see the sockets, a cancel
+ * still reaches it, and the sockets it waited on close for their peers.
+ */
+static __thread sigjmp_buf *jump_to;
+
+static void on_jump(int sig)
+{
+	(void)sig;
+	if (jump_to)
+		siglongjmp(*jump_to, 1);
+}
+
+struct jumper {
+	struct pair a, b, c, d; /* a, c, d: left by a jump; b: used after */
+	int ready;		/* eventfd: about to block until cancelled */
+};
+
+enum jump_in { IN_RECV, IN_POLL, IN_EPOLL };
+
+/* Block in recv, poll or epoll_wait on fd until a 50 ms alarm's handler
+ * jumps. */
+static void jump_out(const char *what, int fd, enum jump_in how)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	struct sigevent sev = {.sigev_notify = SIGEV_THREAD_ID,
+			       .sigev_signo = SIGALRM};
+	struct itimerspec its = {{0, 0}, {0, 50 * 1000000L}};
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int64_t t0 = tl_now_ms();
+	sigjmp_buf jb;
+	timer_t t;
+	char c;
+
+	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+	if (timer_create(CLOCK_MONOTONIC, &sev, &t) < 0) {
+		say("timer_create: %s", tl_en(errno));
+		return;
+	}
+	if (how == IN_EPOLL)
+		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	if (sigsetjmp(jb, 1) == 0) {
+		jump_to = &jb;
+		timer_settime(t, 0, &its, NULL);
+		if (how == IN_POLL)
+			poll(&p, 1, -1);
+		else if (how == IN_EPOLL)
+			epoll_wait(ep, &ev, 1, -1);
+		else
+			recv(fd, &c, 1, 0);
+		say("%s returned without the jump", what);
+	} else {
+		say("siglongjmp out of a blocked %s -> after %s", what,
+		    dur(tl_now_ms() - t0));
+	}
+	jump_to = NULL;
+	timer_delete(t);
+	close(ep);
+}
+
+static void *jumper_main(void *arg)
+{
+	struct jumper *j = arg;
+	struct pollfd p = {.fd = j->b.s, .events = POLLIN};
+	char buf[8], n[24];
+	struct later l;
+	int64_t t0;
+	long r, c0;
+
+	jump_out("recv", j->a.s, IN_RECV);
+	jump_out("poll", j->c.s, IN_POLL);
+	jump_out("epoll_wait", j->d.s, IN_EPOLL);
+	c0 = cpu_ms();
+	later_start(&l, j->b.c, "x", 300);
+	t0 = tl_now_ms();
+	r = poll(&p, 1, 3000);
+	say("then poll in that thread, data after 0.3 s -> %s (%s) after %s",
+	    rstr(r, n, sizeof(n)), p.revents == POLLIN ? "IN" : "not IN",
+	    dur(tl_now_ms() - t0));
+	later_join(&l);
+	r = recv(j->b.s, buf, sizeof(buf), 0);
+	say("recv -> %s", rstr(r, n, sizeof(n)));
+	later_start(&l, j->b.c, "y", 300);
+	t0 = tl_now_ms();
+	r = recv(j->b.s, buf, sizeof(buf), 0);
+	say("recv, data after 0.3 s -> %s after %s; CPU over both waits %s",
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0),
+	    cpu_ms() - c0 < 250 ? "idle" : "busy");
+	later_join(&l);
+	eventfd_write(j->ready, 1);
+	recv(j->b.s, buf, sizeof(buf), 0); /* until cancelled */
+	return NULL;
+}
+
+static void jumped_close(const char *what, struct pair *p)
+{
+	struct timeval tv = {3, 0};
+	char buf[8], n[24];
+	long r;
+
+	close(p->s);
+	p->s = -1;
+	setsockopt(p->c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	r = recv(p->c, buf, sizeof(buf), 0);
+	say("close of the socket left by the jump out of %s: its peer reads "
+	    "-> %s",
+	    what, r == 0 ? "EOF" : rstr(r, n, sizeof(n)));
+}
+
+static void case_longjmp(void)
+{
+	struct sigaction sa = {.sa_handler = on_jump};
+	struct jumper j;
+	struct timespec dl;
+	pthread_t th;
+	uint64_t v;
+	int r;
+
+	if (mkpair(&j.a) || mkpair(&j.b) || mkpair(&j.c) || mkpair(&j.d))
+		return;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	j.ready = eventfd(0, EFD_CLOEXEC);
+	pthread_create(&th, NULL, jumper_main, &j);
+	if (!wait_readable(j.ready) ||
+	    read(j.ready, &v, sizeof(v)) != sizeof(v))
+		say("the thread did not get through");
+	pthread_cancel(th);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 3;
+	r = pthread_timedjoin_np(th, NULL, &dl);
+	say("then cancel that thread blocked in recv -> %s",
+	    r ? "not joined" : "joined");
+	uncatch(SIGALRM);
+	jumped_close("recv", &j.a);
+	jumped_close("poll", &j.c);
+	jumped_close("epoll_wait", &j.d);
+	close(j.ready);
+	unpair(&j.a);
+	unpair(&j.b);
+	unpair(&j.c);
+	unpair(&j.d);
+}
+
+/*
+ * alarm() in the main thread, blocked in recv, with another thread that
+ * lets SIGALRM through: the kernel gives a process's signal to its main
+ * thread when that thread takes it, so the recv ends (EINTR) and the
+ * handler runs there.
+ */
+static volatile pid_t alarm_tid;
+
+static void on_alarm_tid(int sig)
+{
+	(void)sig;
+	alarm_tid = (pid_t)syscall(SYS_gettid);
+}
+
+static void *bystander_main(void *arg)
+{
+	char c;
+
+	(void)!read(*(int *)arg, &c, 1); /* until the case ends */
+	return NULL;
+}
+
+static void case_alarm(void)
+{
+	struct sigaction sa = {.sa_handler = on_alarm_tid};
+	struct itimerval it = {{0, 0}, {0, 50000}};
+	int pp[2] = {-1, -1};
+	char buf[8], n[24];
+	struct pair p;
+	pthread_t th;
+	int64_t t0;
+	long r;
+
+	if (mkpair(&p) || pipe(pp) < 0)
+		return;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	pthread_create(&th, NULL, bystander_main, &pp[0]);
+	alarm_tid = 0;
+	t0 = tl_now_ms();
+	setitimer(ITIMER_REAL, &it, NULL);
+	r = recv(p.s, buf, sizeof(buf), 0);
+	say("setitimer's SIGALRM, main thread in recv, another thread taking "
+	    "it too -> %s after %s; the handler ran on %s",
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0),
+	    alarm_tid == (pid_t)syscall(SYS_gettid) ? "the main thread"
+	    : alarm_tid				    ? "another thread"
+						    : "no thread");
+	(void)!write(pp[1], "x", 1);
+	pthread_join(th, NULL);
+	uncatch(SIGALRM);
+	close(pp[0]);
+	close(pp[1]);
+	unpair(&p);
 }
 
 /* A copy of an epoll fd made by fcntl(F_DUPFD) is the same epoll set. */
@@ -1347,6 +1557,7 @@ static const struct {
     {"fdopen", case_fdopen},	   {"splice", case_splice},
     {"nbconnect", case_nbconnect}, {"nbrefused", case_nbrefused},
     {"ctl-race", case_ctl_race},   {"ring-eintr", case_ring_eintr},
+    {"longjmp", case_longjmp},	   {"alarm", case_alarm},
 };
 
 static void *watchdog(void *arg)

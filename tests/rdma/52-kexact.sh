@@ -6,7 +6,8 @@
 #   pending  epoll_pwait/ppoll/pselect with a signal pending and a wait mask
 #            that unblocks it: EINTR at once
 #   restart  a blocking recv/accept under a 50 ms timer: restarted under
-#            SA_RESTART, EINTR without it or with SO_RCVTIMEO set
+#            SA_RESTART (also with another signal caught without it),
+#            EINTR without it or with SO_RCVTIMEO set
 #   hup-out  a writer waiting for OUT only when the peer closes with data
 #            unread: woken at once with ERR|HUP (not maskable)
 #   shut-rd  queued data still reads after shutdown(SHUT_RD), then EOF
@@ -37,6 +38,12 @@
 #            listener there; the shim then leaves its kernel socket refused
 #            too): IN|OUT|ERR|HUP, the error told once, EPIPE, EOF,
 #            ECONNABORTED, then a new attempt
+#   longjmp  siglongjmp out of a recv, then a poll, blocked on connections: the
+#            thread's later poll and recv sleep and see their data, a cancel
+#            still ends it, and closing the sockets ends them for their peers
+#   alarm    setitimer's SIGALRM while the main thread is blocked in recv and
+#            another thread lets SIGALRM through: the main thread takes it
+#            (EINTR), as the kernel prefers the main thread
 #   ring-eintr  a blocking accept (under the shim: armed on the thread's
 #            io_uring beside the RDMA door), then an epoll_wait in the same
 #            thread: it times out, no EINTR from a ring's exit work

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The program's signal handlers, deferred while the shim sleeps.
+ *
+ * A handler that runs inside the shim's sleep runs inside rsockets' rpoll,
+ * while the shim holds things for the call: rsockets' poll gate, the
+ * thread's librdmacm depth and sleep record, the call's references to its
+ * sockets.  One that leaves by siglongjmp (alarm() bounding a blocking
+ * recv) would leave them held for good: every later rpoll of the process
+ * spinning, the thread blind to its RDMA sockets, a later pthread_cancel
+ * of it looping, the socket alive after its close.
+ *
+ * So a handler the program installs (sigaction, signal) runs through a
+ * trampoline.  Outside the shim's sleep the trampoline calls it at once,
+ * with the kernel's siginfo and context.  Inside the sleep it notes the
+ * signal and returns: the sleep's ppoll ends with EINTR as it would have,
+ * rpoll unwinds, and the handler runs where nothing of the shim is held --
+ * at the end of the exported call, after it put its references
+ * (shim_sig_edge_enter), or at the end of the sleep.  The signal still
+ * goes to the thread the kernel picks (its mask is never touched), and a
+ * handler that jumps away leaves nothing behind.
+ *
+ * Synchronous signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS)
+ * are never wrapped: they must run at the faulting instruction.
+ */
+#include "sigdefer.h"
+#include "syms.h"
+
+#include <string.h>
+#include <ucontext.h>
+
+__thread struct shim_sigdefer shim_sigd = {.wake_fd = -1};
+
+/* The program's action per signal, in two slots: a writer (under mu)
+ * fills the one not in use and then publishes it, so that a trampoline
+ * never reads one half written. */
+static struct sigaction prog[NSIG][2];
+static unsigned char cur[NSIG];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static bool wrappable(int sig)
+{
+	switch (sig) {
+	case SIGSEGV:
+	case SIGBUS:
+	case SIGFPE:
+	case SIGILL:
+	case SIGTRAP:
+	case SIGSYS:
+	case SIGKILL:
+	case SIGSTOP:
+		return false;
+	}
+	return sig > 0 && sig < NSIG && !(sig >= 32 && sig < SIGRTMIN);
+}
+
+static bool is_handler(const struct sigaction *a)
+{
+	return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
+/*
+ * The handler runs as if outside the shim: a call it makes into the shim
+ * is a call of its own (no edge of ours above it, not in our sleep), and
+ * a jump out of it leaves those so.
+ */
+static void call(const struct sigaction *a, int sig, siginfo_t *info, void *uc)
+{
+	struct shim_sigdefer *d = &shim_sigd;
+	int edge = d->edge, sleeping = d->sleeping;
+
+	d->edge = 0;
+	__atomic_store_n(&d->sleeping, 0, __ATOMIC_SEQ_CST);
+	if (a->sa_flags & SA_SIGINFO)
+		a->sa_sigaction(sig, info, uc);
+	else
+		a->sa_handler(sig);
+	d->edge = edge;
+	__atomic_store_n(&d->sleeping, sleeping, __ATOMIC_SEQ_CST);
+}
+
+static void trampoline(int sig, siginfo_t *info, void *uc)
+{
+	struct shim_sigdefer *d = &shim_sigd;
+	const struct sigaction *a =
+	    &prog[sig][__atomic_load_n(&cur[sig], __ATOMIC_ACQUIRE)];
+	int n = __atomic_load_n(&d->n, __ATOMIC_SEQ_CST);
+	int e = errno;
+	uint64_t one = 1;
+
+	if (!is_handler(a))
+		return; /* replaced as it came */
+	if (!__atomic_load_n(&d->sleeping, __ATOMIC_SEQ_CST) ||
+	    n == SHIM_SIGQ) {
+		call(a, sig, info, uc); /* errno is the interrupted code's */
+		return;
+	}
+	d->q[n] = (struct shim_sigq){.sig = sig, .act = *a, .info = *info};
+	__atomic_store_n(&d->n, n + 1, __ATOMIC_SEQ_CST);
+	/* ends the sleep also when the signal came before its ppoll */
+	if (d->wake_fd >= 0)
+		(void)!REAL(write)(d->wake_fd, &one, sizeof(one));
+	errno = e;
+}
+
+static bool is_trampoline(const struct sigaction *k)
+{
+	return (k->sa_flags & SA_SIGINFO) && k->sa_sigaction == trampoline;
+}
+
+static int action_locked(int sig, const struct sigaction *act,
+			 struct sigaction *old)
+{
+	struct sigaction k, was;
+	unsigned char next = !cur[sig];
+
+	if (REAL(sigaction)(sig, NULL, &was) != 0)
+		return -errno;
+	/* The kernel's action is the truth: SA_RESETHAND, glibc's own
+	 * sigaction calls (system(), sigset) or a raw system call may have
+	 * replaced the trampoline since. */
+	if (old)
+		*old = is_trampoline(&was) ? prog[sig][cur[sig]] : was;
+	if (!act)
+		return 0;
+	k = *act;
+	if (is_handler(act)) {
+		prog[sig][next] = *act;
+		__atomic_store_n(&cur[sig], next, __ATOMIC_RELEASE);
+		k.sa_sigaction = trampoline;
+		k.sa_flags |= SA_SIGINFO;
+	}
+	return REAL(sigaction)(sig, &k, NULL) != 0 ? -errno : 0;
+}
+
+int shim_sig_action(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	sigset_t all, saved;
+	int r;
+
+	if (!wrappable(sig))
+		return REAL(sigaction)(sig, act, old) != 0 ? -errno : 0;
+	/* no handler may run (and call sigaction) while mu is held */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
+	pthread_mutex_lock(&mu);
+	r = action_locked(sig, act, old);
+	pthread_mutex_unlock(&mu);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	return r;
+}
+
+/* One waiting handler, as the kernel runs it: its sa_mask and the signal
+ * itself (unless SA_NODEFER) blocked while it runs. */
+static void run_one(struct shim_sigq *e)
+{
+	volatile int once = 0;
+	sigset_t m, old;
+	ucontext_t uc;
+
+	m = e->act.sa_mask;
+	if (!(e->act.sa_flags & SA_NODEFER))
+		sigaddset(&m, e->sig);
+	pthread_sigmask(SIG_BLOCK, &m, &old);
+	getcontext(&uc); /* a context for handlers that read one */
+	if (!once++)
+		call(&e->act, e->sig, &e->info, &uc);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+bool shim_sig_run(void)
+{
+	struct shim_sigdefer *d = &shim_sigd;
+	bool restart = true;
+
+	while (shim_sig_waiting()) {
+		struct shim_sigq e = d->q[0];
+		int n = d->n - 1;
+
+		/* off the queue first: a handler that jumps away is done */
+		memmove(&d->q[0], &d->q[1], (size_t)n * sizeof(d->q[0]));
+		__atomic_store_n(&d->n, n, __ATOMIC_SEQ_CST);
+		restart &= (e.act.sa_flags & SA_RESTART) != 0;
+		run_one(&e);
+	}
+	return restart;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The program's signal handlers, deferred while the shim sleeps and run
+ * where the call holds nothing of the shim's (sigdefer.c).
+ */
+#ifndef SHIM_SIGDEFER_H
+#define SHIM_SIGDEFER_H
+
+#include "compiler.h"
+
+#include <signal.h>
+#include <stdbool.h>
+
+#define SHIM_SIGQ 8
+
+struct shim_sigq {
+	int sig;
+	struct sigaction act; /* the program's, at delivery */
+	siginfo_t info;
+};
+
+struct shim_sigdefer {
+	int edge;     /* exported calls under way that run them at their end */
+	int sleeping; /* in the glue's sleep: handlers wait (the trampoline) */
+	int wake_fd;  /* the sleep's eventfd, written when one waits */
+	int n;	      /* handlers waiting */
+	struct shim_sigq q[SHIM_SIGQ];
+};
+extern __thread struct shim_sigdefer shim_sigd SHIM_HIDDEN;
+
+/* sigaction(2) for the program: a handler it installs runs through the
+ * shim's trampoline.  0 or -errno. */
+int shim_sig_action(int sig, const struct sigaction *act,
+		    struct sigaction *old);
+/* Run the handlers waiting, as the kernel would have on delivery; false
+ * when one of them had no SA_RESTART. */
+bool shim_sig_run(void);
+
+/* The glue's sleep, around rsockets' rpoll: handlers wait, and wake_fd
+ * (or -1) ends the sleep when one does. */
+static inline void shim_sig_sleep_enter(int wake_fd)
+{
+	shim_sigd.wake_fd = wake_fd;
+	__atomic_store_n(&shim_sigd.sleeping, 1, __ATOMIC_SEQ_CST);
+}
+static inline void shim_sig_sleep_leave(void)
+{
+	__atomic_store_n(&shim_sigd.sleeping, 0, __ATOMIC_SEQ_CST);
+}
+static inline bool shim_sig_waiting(void)
+{
+	return __atomic_load_n(&shim_sigd.n, __ATOMIC_SEQ_CST) != 0;
+}
+
+/* An exported call runs the waiting handlers at its end, once it has
+ * given back what it holds, instead of the sleep at its own end. */
+static inline void shim_sig_edge_enter(void)
+{
+	shim_sigd.edge++;
+}
+/* true: handlers wait for this call to run them (shim_sig_run).  Any
+ * call's end runs them, nested or not: none is left waiting. */
+static inline bool shim_sig_edge_leave(void)
+{
+	shim_sigd.edge--;
+	return unlikely(shim_sig_waiting());
+}
+
+#endif
