@@ -11,15 +11,27 @@
 /*
  * Call into librdmacm: mark this thread as inside the library (so what it
  * calls reaches libc untouched) and turn its -1/errno into -errno.
+ *
+ * With cancellation disabled: librdmacm and the providers under it are
+ * not cancel-safe.  siw's post_send rings its doorbell with write(), a
+ * cancellation point, holding the QP's spinlock and rsockets' send lock;
+ * a thread cancelled there (a pthread_cancel landing in the spin before a
+ * sleep, rpoll(0) sending credits) left them held, and the connection's
+ * close could no longer send its end: its peer never saw it (kexact's
+ * cancel-wait over siw).  The shim's own waits are the cancellation
+ * points (sleep.c).
  */
 #define LIB_CALL(expr)                                                         \
 	({                                                                     \
 		long r_;                                                       \
+		int cs_;                                                       \
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs_);          \
 		shim_enter_lib();                                              \
 		r_ = (long)(expr);                                             \
 		if (r_ < 0)                                                    \
 			r_ = -errno;                                           \
 		shim_leave_lib();                                              \
+		pthread_setcancelstate(cs_, NULL);                             \
 		r_;                                                            \
 	})
 
