@@ -1732,11 +1732,11 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		return -EINVAL;
 	for (;;) {
 		int n, left = timeout, r;
+		/* a handler waits (it came with the last wake, or inside
+		 * librdmacm): look, and say EINTR if nothing is there, as the
+		 * kernel's wait does -- never sleep with it waiting */
+		bool intr = shim_sig_waiting();
 
-		/* a handler woke the last sleep and nothing came: EINTR, as
-		 * the kernel's wait says, before any wait of the kernel's */
-		if (shim_sig_waiting())
-			return -EINTR;
 		if (timeout > 0) {
 			left = (int)(deadline - shim_now_ms());
 			if (left < 0)
@@ -1746,7 +1746,9 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		 * after adding): one of us sees the other. */
 		__atomic_add_fetch(&set->direct_waiters, 1, __ATOMIC_SEQ_CST);
 		if (!__atomic_load_n(&set->nemul, __ATOMIC_SEQ_CST)) {
-			n = wait_direct(es, evs, max, left, mask);
+			n = wait_direct(es, evs, max, intr ? 0 : left, mask);
+			if (n == 0 && intr)
+				return -EINTR;
 			if (n != 0 || left == 0)
 				return n;
 			continue;
@@ -1757,6 +1759,8 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 			shim_watch_delivered();
 		if (n != 0 || left == 0)
 			return n;
+		if (intr || shim_sig_waiting())
+			return -EINTR;
 		r = sleep_on(es, left, mask);
 		if (r < 0)
 			return r;

@@ -365,7 +365,7 @@ static int poll_any(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 
 /*
  * librdmacm's own poll, with the caller's wait mask if one is set
- * (shim_lib_sigmask: a sleep that could not hold signals, sighold.c) -- on
+ * (shim_lib_sigmask) -- on
  * rpoll's sleep only: its zero-timeout looks at plain fds ignore what poll
  * returns, so a signal delivered there would be lost, not an EINTR.
  */

@@ -15,9 +15,9 @@ int shim_handover_now(int fd, struct shim_sock *s);
 /* sig.c: would the kernel restart a socket call that a handler interrupted
  * (SA_RESTART, no socket timeout)?  Asked after an internal wait's EINTR. */
 bool shim_eintr_restarts(void);
-/* At an exported call's end, with signals held for it (sighold.h): let
- * them through, and say whether the call starts again (its result r was
- * -EINTR, the kernel would restart it; timed: it has a socket timeout). */
+/* At an exported call's end, with handlers waiting for it (sigdefer.h):
+ * run them, and say whether the call starts again (its result r was
+ * -EINTR and the kernel would restart it; timed: a socket timeout). */
 bool shim_sig_deliver(long r, bool timed);
 
 /*

@@ -61,8 +61,10 @@ bool shim_sig_deliver(long r, bool timed)
 /*
  * The program's handlers go through the shim's trampoline
  * (base/sigdefer.c), so that one never runs inside the shim's sleep.
- * signal() and siginterrupt() are glibc's, rebuilt on that sigaction:
- * glibc's own call sigaction inside libc, where no wrapper sees it.
+ * signal(), __sysv_signal()/sysv_signal() and siginterrupt() are glibc's,
+ * rebuilt on that sigaction: glibc's own call sigaction inside libc, where
+ * no wrapper sees it.  (sigset, sigvec and raw system calls install their
+ * handlers unwrapped: those run inside the shim's sleep, as before.)
  */
 SHIM_EXPORT int sigaction(int sig, const struct sigaction *act,
 			  struct sigaction *old)
@@ -80,7 +82,7 @@ static uint64_t sig_bit(int sig)
 	return sig > 0 && sig <= 64 ? 1ULL << (sig - 1) : 0;
 }
 
-SHIM_EXPORT sighandler_t signal(int sig, sighandler_t h)
+static sighandler_t set_handler(int sig, sighandler_t h, bool sysv)
 {
 	struct sigaction a = {.sa_handler = h}, old;
 	int r;
@@ -91,17 +93,40 @@ SHIM_EXPORT sighandler_t signal(int sig, sighandler_t h)
 		return SIG_ERR;
 	}
 	sigemptyset(&a.sa_mask);
-	sigaddset(&a.sa_mask, sig);
-	a.sa_flags =
-	    __atomic_load_n(&intr_mask, __ATOMIC_RELAXED) & sig_bit(sig)
-		? 0
-		: SA_RESTART;
+	if (sysv) {
+		a.sa_flags = SA_RESETHAND | SA_NODEFER;
+	} else {
+		sigaddset(&a.sa_mask, sig);
+		a.sa_flags =
+		    __atomic_load_n(&intr_mask, __ATOMIC_RELAXED) & sig_bit(sig)
+			? 0
+			: SA_RESTART;
+	}
 	r = shim_sig_action(sig, &a, &old);
 	if (r < 0) {
 		errno = -r;
 		return SIG_ERR;
 	}
 	return old.sa_handler;
+}
+
+/* BSD semantics, as glibc's signal(): SA_RESTART (unless siginterrupt),
+ * the signal blocked in its handler. */
+SHIM_EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+	return set_handler(sig, h, false);
+}
+
+/* System V semantics: one-shot, not blocked in its handler, no restart.
+ * glibc's signal() is this under -std=c99/c11 (strict ISO C). */
+SHIM_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t h)
+{
+	return set_handler(sig, h, true);
+}
+
+SHIM_EXPORT sighandler_t sysv_signal(int sig, sighandler_t h)
+{
+	return set_handler(sig, h, true);
 }
 
 SHIM_EXPORT int siginterrupt(int sig, int flag)

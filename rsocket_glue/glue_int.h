@@ -32,8 +32,18 @@
 			r_ = -errno;                                           \
 		shim_leave_lib();                                              \
 		pthread_setcancelstate(cs_, NULL);                             \
+		lib_call_signals();                                            \
 		r_;                                                            \
 	})
+
+/* Handlers that came inside librdmacm (base/sigdefer.c) run once out of
+ * it -- unless an exported call runs them at its end, or the sleep does. */
+static inline void lib_call_signals(void)
+{
+	if (unlikely(shim_sig_waiting()) && !shim_lib_depth &&
+	    !shim_sigd.edge && !shim_sigd.sleeping)
+		shim_sig_run();
+}
 
 /* The next definition of name after ours (librdmacm's, libibverbs'),
  * looked up once into *slot; NULL: none (rsock.c). */

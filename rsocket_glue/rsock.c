@@ -1170,8 +1170,13 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	bool asleep = false;
 	nfds_t n = nfds, i;
 
-	if (shim_sig_waiting()) /* left by a call that did not run them */
+	/* a handler waits (from librdmacm's calls): the wait is interrupted,
+	 * and the handler runs at the exported call's end or here */
+	if (shim_sig_waiting()) {
+		if (shim_sigd.edge)
+			return -EINTR;
 		shim_sig_run();
+	}
 	if (2 * nfds + 2 > ARRAY_SIZE(stack)) {
 		all = malloc((2 * nfds + 2) * sizeof(*all));
 		if (!all)
@@ -1202,6 +1207,9 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	 * wakes the sleep through wfd and is acted on after it. */
 	wfd = sg_sleep_enter(&cs, fds, nfds);
 	asleep = true;
+	/* from here to sg_sleep_leave the program's handlers wait (the sleep
+	 * record is linked), and end the sleep through wfd */
+	shim_sig_sleep_enter(wfd);
 	/* shut down since the caller looked, before a kick could find us */
 	if (shut_any(fds, nfds)) {
 		for (i = 0; i < nfds; i++)
@@ -1212,11 +1220,9 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	if (wfd >= 0)
 		all[n++] = (struct pollfd){.fd = wfd, .events = POLLIN};
 	shim_lib_sigmask = mask;
-	shim_sig_sleep_enter(wfd);
 	r = (int)LIB_CALL(rpoll(all, n, -1));
 	if (r < 0)
 		r = -errno; /* the callers take -errno, not rpoll's -1 */
-	shim_sig_sleep_leave();
 	shim_lib_sigmask = NULL;
 	if (wfd >= 0)
 		n--; /* not the caller's, nor a cm duplicate */
@@ -1242,8 +1248,12 @@ out:
 		free(all);
 	/* a cancellation point, with nothing of ours held here; a cancel
 	 * not acted on (disabled) was no event: the caller sleeps again */
-	if (asleep && sg_sleep_leave(cs) && r == 0)
-		r = -EINPROGRESS;
+	if (asleep) {
+		shim_sigd.wake_fd = -1; /* sg_sleep_leave closes it */
+		if (sg_sleep_leave(cs) && r == 0)
+			r = -EINPROGRESS;
+		shim_sig_sleep_leave();
+	}
 	/* here, unless the exported call runs them once it holds nothing */
 	if (!shim_sigd.edge && shim_sig_waiting())
 		shim_sig_run();

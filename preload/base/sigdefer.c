@@ -24,6 +24,7 @@
  * are never wrapped: they must run at the faulting instruction.
  */
 #include "sigdefer.h"
+#include "startup.h"
 #include "syms.h"
 
 #include <string.h>
@@ -31,12 +32,47 @@
 
 __thread struct shim_sigdefer shim_sigd = {.wake_fd = -1};
 
-/* The program's action per signal, in two slots: a writer (under mu)
- * fills the one not in use and then publishes it, so that a trampoline
- * never reads one half written. */
-static struct sigaction prog[NSIG][2];
-static unsigned char cur[NSIG];
+/* The program's action per signal, under a sequence count: a writer
+ * (under mu, its signals blocked) makes it odd while it writes, so that a
+ * trampoline on another thread never takes half of one action and half
+ * of another. */
+static struct sigaction prog[NSIG];
+static unsigned int seq[NSIG];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void prog_read(int sig, struct sigaction *a)
+{
+	unsigned int s;
+
+	for (;;) {
+		s = __atomic_load_n(&seq[sig], __ATOMIC_ACQUIRE);
+		if (s & 1)
+			continue;
+		*a = prog[sig];
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&seq[sig], __ATOMIC_RELAXED) == s)
+			return;
+	}
+}
+
+static void prog_write(int sig, const struct sigaction *a)
+{
+	__atomic_add_fetch(&seq[sig], 1, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	prog[sig] = *a;
+	__atomic_add_fetch(&seq[sig], 1, __ATOMIC_RELEASE);
+}
+
+/* A fork child has only the thread that forked: a writer caught in
+ * another one left mu held and its count odd. */
+static void sigdefer_fork_child(void)
+{
+	pthread_mutex_init(&mu, NULL);
+	for (int sig = 0; sig < NSIG; sig++)
+		if (seq[sig] & 1)
+			seq[sig]++;
+}
+SHIM_STARTUP(SIGDEFER, .child = sigdefer_fork_child);
 
 static bool wrappable(int sig)
 {
@@ -79,24 +115,36 @@ static void call(const struct sigaction *a, int sig, siginfo_t *info, void *uc)
 	__atomic_store_n(&d->sleeping, sleeping, __ATOMIC_SEQ_CST);
 }
 
+/* Where a handler must wait: inside librdmacm (its locks, the poll gate,
+ * the thread's depth) and around the glue's sleep (its record). */
+static bool must_wait(const struct shim_sigdefer *d)
+{
+	return __atomic_load_n(&d->sleeping, __ATOMIC_SEQ_CST) ||
+	       shim_lib_depth > 0;
+}
+
 static void trampoline(int sig, siginfo_t *info, void *uc)
 {
 	struct shim_sigdefer *d = &shim_sigd;
-	const struct sigaction *a =
-	    &prog[sig][__atomic_load_n(&cur[sig], __ATOMIC_ACQUIRE)];
-	int n = __atomic_load_n(&d->n, __ATOMIC_SEQ_CST);
-	int e = errno;
+	struct sigaction a;
+	int e = errno, n;
 	uint64_t one = 1;
 
-	if (!is_handler(a))
+	prog_read(sig, &a);
+	if (!is_handler(&a))
 		return; /* replaced as it came */
-	if (!__atomic_load_n(&d->sleeping, __ATOMIC_SEQ_CST) ||
-	    n == SHIM_SIGQ) {
-		call(a, sig, info, uc); /* errno is the interrupted code's */
+	if (!must_wait(d)) {
+		call(&a, sig, info, uc); /* errno is the interrupted code's */
 		return;
 	}
-	d->q[n] = (struct shim_sigq){.sig = sig, .act = *a, .info = *info};
-	__atomic_store_n(&d->n, n + 1, __ATOMIC_SEQ_CST);
+	/* the slot first: a signal that interrupts us here takes the next */
+	n = __atomic_fetch_add(&d->n, 1, __ATOMIC_SEQ_CST);
+	if (n >= SHIM_SIGQ) {
+		__atomic_sub_fetch(&d->n, 1, __ATOMIC_SEQ_CST);
+		call(&a, sig, info, uc); /* full: inside, as before */
+		return;
+	}
+	d->q[n] = (struct shim_sigq){.sig = sig, .act = a, .info = *info};
 	/* ends the sleep also when the signal came before its ppoll */
 	if (d->wake_fd >= 0)
 		(void)!REAL(write)(d->wake_fd, &one, sizeof(one));
@@ -112,25 +160,37 @@ static int action_locked(int sig, const struct sigaction *act,
 			 struct sigaction *old)
 {
 	struct sigaction k, was;
-	unsigned char next = !cur[sig];
 
 	if (REAL(sigaction)(sig, NULL, &was) != 0)
 		return -errno;
 	/* The kernel's action is the truth: SA_RESETHAND, glibc's own
 	 * sigaction calls (system(), sigset) or a raw system call may have
 	 * replaced the trampoline since. */
-	if (old)
-		*old = is_trampoline(&was) ? prog[sig][cur[sig]] : was;
+	if (old) {
+		if (is_trampoline(&was))
+			prog_read(sig, old);
+		else
+			*old = was;
+	}
 	if (!act)
 		return 0;
 	k = *act;
 	if (is_handler(act)) {
-		prog[sig][next] = *act;
-		__atomic_store_n(&cur[sig], next, __ATOMIC_RELEASE);
+		prog_write(sig, act);
 		k.sa_sigaction = trampoline;
 		k.sa_flags |= SA_SIGINFO;
 	}
-	return REAL(sigaction)(sig, &k, NULL) != 0 ? -errno : 0;
+	if (REAL(sigaction)(sig, &k, NULL) != 0)
+		return -errno;
+	/* what a later sigaction reads back is the kernel's word (its
+	 * flags and mask as it keeps them), with the program's handler */
+	if (is_handler(act) && REAL(sigaction)(sig, NULL, &k) == 0) {
+		k.sa_flags =
+		    (k.sa_flags & ~SA_SIGINFO) | (act->sa_flags & SA_SIGINFO);
+		k.sa_sigaction = act->sa_sigaction;
+		prog_write(sig, &k);
+	}
+	return 0;
 }
 
 int shim_sig_action(int sig, const struct sigaction *act, struct sigaction *old)
@@ -174,12 +234,14 @@ bool shim_sig_run(void)
 	bool restart = true;
 
 	while (shim_sig_waiting()) {
+		int n = __atomic_load_n(&d->n, __ATOMIC_SEQ_CST);
 		struct shim_sigq e = d->q[0];
-		int n = d->n - 1;
 
+		/* (no handler waits while this runs: the trampoline calls
+		 * them at once outside librdmacm and the sleep) */
 		/* off the queue first: a handler that jumps away is done */
-		memmove(&d->q[0], &d->q[1], (size_t)n * sizeof(d->q[0]));
-		__atomic_store_n(&d->n, n, __ATOMIC_SEQ_CST);
+		memmove(&d->q[0], &d->q[1], (size_t)(n - 1) * sizeof(d->q[0]));
+		__atomic_sub_fetch(&d->n, 1, __ATOMIC_SEQ_CST);
 		restart &= (e.act.sa_flags & SA_RESTART) != 0;
 		run_one(&e);
 	}

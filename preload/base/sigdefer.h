@@ -45,6 +45,7 @@ static inline void shim_sig_sleep_enter(int wake_fd)
 }
 static inline void shim_sig_sleep_leave(void)
 {
+	shim_sigd.wake_fd = -1;
 	__atomic_store_n(&shim_sigd.sleeping, 0, __ATOMIC_SEQ_CST);
 }
 static inline bool shim_sig_waiting(void)

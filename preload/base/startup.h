@@ -17,6 +17,7 @@
 
 #define SHIM_STARTUP_LIST(X)                                                   \
 	X(FDTABLE)  /* fdtable.c: the fd table (its child reset runs first) */ \
+	X(SIGDEFER) /* sigdefer.c: the handler table's lock */                 \
 	X(STATS)    /* stats.c: the stats segment; a child starts without */   \
 	X(HANDOVER) /* handover.c: fresh connections handed over at fork */    \
 	X(EPOLL)    /* epoll.c: set locks held across fork; a set's end */     \

@@ -106,6 +106,8 @@ void __chk_fail(void) __attribute__((noreturn));
 	X(splice)                                                              \
 	X(sigaction)                                                           \
 	X(signal)                                                              \
+	X(__sysv_signal)                                                       \
+	X(sysv_signal)                                                         \
 	X(siginterrupt)
 
 /* The table of real libc functions (syms.c fills it at init). */
@@ -143,11 +145,10 @@ static inline bool shim_in_lib(void)
  * What rsocket_glue tells the wrappers about the library call it is in,
  * per thread (it sets them; the wrappers that librdmacm's own calls reach
  * read them):
- * - shim_lib_sigmask: while set (around the sleep in rpoll, when it could
- *   not hold signals: sighold.c), librdmacm's poll() on this thread is a
- *   ppoll with this mask, so the caller's ppoll/pselect/epoll_pwait mask
- *   is applied atomically with the sleep, as the kernel does (a signal it
- *   unblocks ends the sleep: EINTR);
+ * - shim_lib_sigmask: while set (around the sleep in rpoll), librdmacm's
+ *   poll() on this thread is a ppoll with this mask, so the caller's
+ *   ppoll/pselect/epoll_pwait mask is applied atomically with the sleep,
+ *   as the kernel does (a signal it unblocks ends the sleep: EINTR);
  * - shim_pair_capture: while set (around rlisten), the next socketpair()
  *   stores its first fd here;
  * - shim_svc_guard: while set (around rconnect/raccept), the socketpair
