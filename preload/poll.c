@@ -365,9 +365,9 @@ static int poll_any(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 
 /*
  * librdmacm's own poll, with the caller's wait mask if one is set
- * (shim_lib_sigmask) -- on
- * rpoll's sleep only: its zero-timeout looks at plain fds ignore what poll
- * returns, so a signal delivered there would be lost, not an EINTR.
+ * (shim_lib_sigmask) -- on rpoll's sleep only: its zero-timeout looks at
+ * plain fds ignore what poll returns, so a signal delivered there would
+ * be lost, not an EINTR.
  */
 static int lib_poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {

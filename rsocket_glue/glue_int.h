@@ -32,18 +32,9 @@
 			r_ = -errno;                                           \
 		shim_leave_lib();                                              \
 		pthread_setcancelstate(cs_, NULL);                             \
-		lib_call_signals();                                            \
+		shim_sig_run_if_free(); /* handlers that came inside it */     \
 		r_;                                                            \
 	})
-
-/* Handlers that came inside librdmacm (base/sigdefer.c) run once out of
- * it -- unless an exported call runs them at its end, or the sleep does. */
-static inline void lib_call_signals(void)
-{
-	if (unlikely(shim_sig_waiting()) && !shim_lib_depth &&
-	    !shim_sigd.edge && !shim_sigd.sleeping)
-		shim_sig_run();
-}
 
 /* The next definition of name after ours (librdmacm's, libibverbs'),
  * looked up once into *slot; NULL: none (rsock.c). */

@@ -1255,8 +1255,7 @@ out:
 		shim_sig_sleep_leave();
 	}
 	/* here, unless the exported call runs them once it holds nothing */
-	if (!shim_sigd.edge && shim_sig_waiting())
-		shim_sig_run();
+	shim_sig_run_if_free();
 	return r;
 }
 

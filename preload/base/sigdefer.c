@@ -237,9 +237,9 @@ bool shim_sig_run(void)
 		int n = __atomic_load_n(&d->n, __ATOMIC_SEQ_CST);
 		struct shim_sigq e = d->q[0];
 
-		/* (no handler waits while this runs: the trampoline calls
-		 * them at once outside librdmacm and the sleep) */
-		/* off the queue first: a handler that jumps away is done */
+		/* off the queue first: a handler that jumps away is done (no
+		 * other comes in meanwhile: outside librdmacm and the sleep
+		 * the trampoline calls them at once) */
 		memmove(&d->q[0], &d->q[1], (size_t)(n - 1) * sizeof(d->q[0]));
 		__atomic_sub_fetch(&d->n, 1, __ATOMIC_SEQ_CST);
 		restart &= (e.act.sa_flags & SA_RESTART) != 0;

@@ -7,6 +7,7 @@
 #define SHIM_SIGDEFER_H
 
 #include "compiler.h"
+#include "syms.h"
 
 #include <signal.h>
 #include <stdbool.h>
@@ -65,6 +66,16 @@ static inline bool shim_sig_edge_leave(void)
 {
 	shim_sigd.edge--;
 	return unlikely(shim_sig_waiting());
+}
+
+/* Run the waiting handlers here, unless the shim still holds something of
+ * the call (inside librdmacm, in the sleep) or an exported call will run
+ * them at its end. */
+static inline void shim_sig_run_if_free(void)
+{
+	if (unlikely(shim_sig_waiting()) && !shim_lib_depth &&
+	    !shim_sigd.edge && !shim_sigd.sleeping)
+		shim_sig_run();
 }
 
 #endif
