@@ -162,15 +162,13 @@ static void uncatch(int sig)
 }
 
 /*
- * A timer that sends SIGALRM every period_ms to this thread only (other
- * threads, the shim's or librdmacm's included, never take it).
+ * A timer that sends SIGALRM to this thread only (other threads, the
+ * shim's or librdmacm's included, never take it), not armed yet.
  */
-static timer_t thread_timer(int period_ms)
+static timer_t thread_timer_new(void)
 {
 	struct sigevent sev = {.sigev_notify = SIGEV_THREAD_ID,
 			       .sigev_signo = SIGALRM};
-	struct itimerspec its = {{0, period_ms * 1000000L},
-				 {0, period_ms * 1000000L}};
 	timer_t t;
 
 	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
@@ -178,6 +176,16 @@ static timer_t thread_timer(int period_ms)
 		say("timer_create: %s", tl_en(errno));
 		exit(1);
 	}
+	return t;
+}
+
+/* The same, every period_ms from now. */
+static timer_t thread_timer(int period_ms)
+{
+	struct itimerspec its = {{0, period_ms * 1000000L},
+				 {0, period_ms * 1000000L}};
+	timer_t t = thread_timer_new();
+
 	timer_settime(t, 0, &its, NULL);
 	return t;
 }
@@ -769,21 +777,13 @@ static void jump_out(const char *what, int fd, enum jump_in how)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 	int ep = epoll_create1(EPOLL_CLOEXEC);
-
-	struct sigevent sev = {.sigev_notify = SIGEV_THREAD_ID,
-			       .sigev_signo = SIGALRM};
 	struct itimerspec its = {{0, 0}, {0, 50 * 1000000L}};
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 	int64_t t0 = tl_now_ms();
+	timer_t t = thread_timer_new(); /* armed once the jump can land */
 	sigjmp_buf jb;
-	timer_t t;
 	char c;
 
-	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
-	if (timer_create(CLOCK_MONOTONIC, &sev, &t) < 0) {
-		say("timer_create: %s", tl_en(errno));
-		return;
-	}
 	if (how == IN_EPOLL)
 		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
 	if (sigsetjmp(jb, 1) == 0) {
