@@ -486,8 +486,11 @@ int shim_listen_qfd(struct shim_sock *s)
 /*
  * Wait for either listener: kfd (the listening fd, or the ring whose
  * accept is armed on it) or the door's queue.  SO_RCVTIMEO bounds accept
- * as in the kernel (EAGAIN when it expires); a handler's EINTR restarts the
- * wait when the kernel would restart accept (SA_RESTART, no timeout).
+ * as in the kernel (EAGAIN when it expires).  A program's handler waits
+ * for accept's end (accept_slow): one that jumps away then leaves nothing
+ * held, no ring's accept armed.  An EINTR without one waiting (a handler
+ * the shim does not wrap ran inside) restarts the wait when the kernel
+ * would restart accept (SA_RESTART, no timeout).
  */
 static int accept_wait(int kfd, struct shim_sock *s, int64_t *deadline)
 {
@@ -497,8 +500,10 @@ static int accept_wait(int kfd, struct shim_sock *s, int64_t *deadline)
 
 	/* Both are kernel fds here (the rsocket's accept queue): rpoll on a
 	 * listening rsocket can lag by seconds. */
-	struct pollfd p[2] = {{.fd = kfd, .events = POLLIN},
+	struct pollfd p[3] = {{.fd = kfd, .events = POLLIN},
 			      {.fd = shim_listen_qfd(s), .events = POLLIN}};
+	int r;
+
 	for (;;) {
 		if (timed) {
 			if (!*deadline)
@@ -508,10 +513,12 @@ static int accept_wait(int kfd, struct shim_sock *s, int64_t *deadline)
 			if (left <= 0)
 				return -EAGAIN;
 		}
-		if (REAL(poll)(p, 2, left) >= 0)
+		r = shim_sig_poll(p, 2, left);
+		if (r >= 0)
 			return 0;
-		if (errno != EINTR || timed || !shim_eintr_restarts())
-			return -errno;
+		if (r != -EINTR || timed || shim_sig_waiting() ||
+		    !shim_eintr_restarts())
+			return r;
 	}
 }
 
@@ -666,23 +673,31 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 	}
 }
 
-static void put_cb(void *s)
+static void accept_end(void *s)
 {
 	shim_sock_put(s);
+	shim_sig_edge_leave();
 }
 
 /* Out of line: the cleanup's frame would cost accept4's kernel-fd path
- * its tail call.  Gives back the caller's reference to s. */
+ * its tail call.  Gives back the caller's reference to s, then runs the
+ * handlers that waited, and makes accept again when the kernel would have
+ * restarted it (EINTR, all of them SA_RESTART, no SO_RCVTIMEO). */
 static __attribute__((noinline)) int accept_slow(int fd, struct shim_sock *s,
 						 struct sockaddr *addr,
 						 socklen_t *len, int flags)
 {
+	bool timed = s->rcvtimeo.tv_sec || s->rcvtimeo.tv_usec;
 	int r;
 
-	pthread_cleanup_push(put_cb, s); /* accept is a cancellation point */
+	shim_sig_edge_enter();
+	pthread_cleanup_push(accept_end, s); /* a cancellation point */
 	r = accept_both(fd, s, addr, len, flags);
-	pthread_cleanup_pop(1);
-	return r;
+	pthread_cleanup_pop(0);
+	shim_sock_put(s);
+	if (shim_sig_edge_leave() && shim_sig_deliver(r, timed))
+		return accept4(fd, addr, len, flags); /* restarted */
+	return (int)shim_ret(r);
 }
 
 SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
@@ -697,7 +712,7 @@ SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 	}
 	if (unlikely(!shim_sock_tryget(fd, s, SHIM_KINDS_WITH(SHIM_KF_DOOR))))
 		return accept4(fd, addr, len, flags); /* a close() came first */
-	return (int)shim_ret(accept_slow(fd, s, addr.__sockaddr__, len, flags));
+	return accept_slow(fd, s, addr.__sockaddr__, len, flags);
 }
 
 SHIM_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)

@@ -28,6 +28,8 @@
 #include "syms.h"
 
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 
 __thread struct shim_sigdefer shim_sigd = {.wake_fd = -1};
@@ -246,4 +248,36 @@ bool shim_sig_run(void)
 		run_one(&e);
 	}
 	return restart;
+}
+
+static void poll_done(void *arg)
+{
+	shim_sig_sleep_leave();
+	REAL(close)(*(int *)arg);
+}
+
+/* The eventfd is made per wait, as the glue's sleep does: a long-lived one
+ * could be closed under us by the program (close_range, closefrom). */
+int shim_sig_poll(struct pollfd *p, nfds_t n, int timeout_ms)
+{
+	int efd =
+		(int)REAL(syscall)(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK),
+	    r = -EINTR;
+
+	if (efd < 0) {
+		r = REAL(poll)(p, n, timeout_ms);
+		return r < 0 ? -errno : r;
+	}
+	p[n] = (struct pollfd){.fd = efd, .events = POLLIN};
+	shim_sig_sleep_enter(efd);
+	pthread_cleanup_push(poll_done, &efd); /* poll: a cancellation point */
+	if (!shim_sig_waiting()) {
+		r = REAL(poll)(p, n + 1, timeout_ms);
+		if (r < 0)
+			r = -errno;
+		else if (p[n].revents && --r == 0)
+			r = -EINTR; /* a handler came before the poll */
+	}
+	pthread_cleanup_pop(1);
+	return r;
 }

@@ -9,6 +9,7 @@
 #include "compiler.h"
 #include "syms.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 
@@ -67,6 +68,13 @@ static inline bool shim_sig_edge_leave(void)
 	shim_sigd.edge--;
 	return unlikely(shim_sig_waiting());
 }
+
+/* poll(2) over n kernel fds for a call that runs waiting handlers at its
+ * end (shim_sig_edge_enter): handlers wait meanwhile, as in the glue's
+ * sleep, and end the wait (-EINTR).  p has room for n + 1 entries (the
+ * last one for the wait's eventfd).  Returns like poll, or -errno; without
+ * an eventfd (no fd left) the handlers run inside, as in the kernel. */
+int shim_sig_poll(struct pollfd *p, nfds_t n, int timeout_ms);
 
 /* Run the waiting handlers here, unless the shim still holds something of
  * the call (inside librdmacm, in the sleep) or an exported call will run

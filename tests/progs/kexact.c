@@ -767,9 +767,10 @@ static void on_jump(int sig)
 
 struct jumper {
 	struct pair a, b, c, d; /* a, c, d: left by a jump; b: used after */
+	int l;			/* a listener left by a jump out of accept */
 };
 
-enum jump_in { IN_RECV, IN_POLL, IN_EPOLL };
+enum jump_in { IN_RECV, IN_POLL, IN_EPOLL, IN_ACCEPT };
 
 /* Block in recv, poll or epoll_wait on fd until a 50 ms alarm's handler
  * jumps. */
@@ -793,6 +794,8 @@ static void jump_out(const char *what, int fd, enum jump_in how)
 			poll(&p, 1, -1);
 		else if (how == IN_EPOLL)
 			epoll_wait(ep, &ev, 1, -1);
+		else if (how == IN_ACCEPT)
+			accept(fd, NULL, NULL);
 		else
 			recv(fd, &c, 1, 0);
 		say("%s returned without the jump", what);
@@ -818,6 +821,7 @@ static void *jumper_main(void *arg)
 	jump_out("recv", j->a.s, IN_RECV);
 	jump_out("poll", j->c.s, IN_POLL);
 	jump_out("epoll_wait", j->d.s, IN_EPOLL);
+	jump_out("accept", j->l, IN_ACCEPT);
 	c0 = cpu_ms();
 	later_start(&l, j->b.c, "x", 300);
 	t0 = tl_now_ms();
@@ -859,15 +863,30 @@ static void jumped_close(const char *what, struct pair *p)
 	    what, r == 0 ? "EOF" : rstr(r, n, sizeof(n)));
 }
 
+/* The listener a jump left out of accept, closed: its port refuses. */
+static void jumped_listener(int l, const struct sockaddr_in *a)
+{
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+
+	close(l);
+	say("close of the listener left by the jump out of accept: a connect "
+	    "to it -> %s",
+	    connect(c, (const struct sockaddr *)a, sizeof(*a)) ? tl_en(errno)
+							       : "ok");
+	close(c);
+}
+
 static void case_longjmp(void)
 {
 	struct sigaction sa = {.sa_handler = on_jump};
+	struct sockaddr_in la;
 	struct timespec dl;
 	struct jumper j;
 	pthread_t th;
 
 	if (mkpair(&j.a) || mkpair(&j.b) || mkpair(&j.c) || mkpair(&j.d))
 		return;
+	j.l = listener2(&la);
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGALRM, &sa, NULL);
 	pthread_create(&th, NULL, jumper_main, &j);
@@ -879,6 +898,7 @@ static void case_longjmp(void)
 	jumped_close("recv", &j.a);
 	jumped_close("poll", &j.c);
 	jumped_close("epoll_wait", &j.d);
+	jumped_listener(j.l, &la);
 	unpair(&j.a);
 	unpair(&j.b);
 	unpair(&j.c);

@@ -39,9 +39,10 @@
 #            too): IN|OUT|ERR|HUP, the error told once, EPIPE, EOF,
 #            ECONNABORTED, then a new attempt
 #   longjmp  siglongjmp out of a recv, a poll and an epoll_wait blocked on
-#            connections: the thread's later poll and recv sleep and see their
-#            data, its cancellation is still enabled, and closing the sockets
-#            ends them for their peers
+#            connections, and out of an accept: the thread's later poll and
+#            recv sleep and see their data, its cancellation is still
+#            enabled, closing the sockets ends them for their peers, and the
+#            closed listener's port refuses
 #   alarm    setitimer's SIGALRM while the main thread is blocked in recv and
 #            another thread lets SIGALRM through: the main thread takes it
 #            (EINTR), as the kernel prefers the main thread
