@@ -56,54 +56,11 @@ static const char *addr_str(const struct sockaddr_storage *a, char *buf,
  * simply uses the bound kernel fd.  Returns 0 or -errno; src gets the
  * rsocket's bind address in the destination's family.
  */
-/*
- * The kernel's bind(0) draws from one half of the port range, its connect()
- * from the other, so a program's connect never starts from a port the
- * program found free with bind(0) (a test's "free port").  The shim's
- * bind(0) draws from the program's half: when it drew the destination's
- * port, the fallback's kernel connect to a local address would meet itself
- * (connected) where the kernel's own connect is refused.  Such a port is
- * given back -- a socket bound by bind(0) is unbound by listen and
- * disconnect, as at any close of a connection -- and one drawn again while
- * a guard socket holds the old one.  The guard shares the port
- * (SO_REUSEADDR) for the moment it lives: a server binding it meanwhile
- * with SO_REUSEADDR is not refused.  Only when the draw met the port, one
- * connect in thousands with the default range.  0 or -errno.
- */
-static int redraw_port(int fd, int family, const struct sockaddr *any,
-		       socklen_t alen, uint16_t avoid)
-{
-	struct sockaddr_storage g;
-	struct sockaddr unspec = {.sa_family = AF_UNSPEC};
-	int guard, on = 1, r = 0;
-
-	shim_dbg("fd %d: port %u drawn for a connect to port %u: drawn again",
-		 fd, avoid, avoid);
-	if (REAL(listen)(fd, 0) < 0 ||
-	    REAL(connect)(fd, &unspec, sizeof(unspec)) < 0)
-		return -errno;
-	guard = (int)REAL(socket)(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (guard >= 0) {
-		memcpy(&g, any, alen);
-		shim_addr_set_port((struct sockaddr *)&g, avoid);
-		(void)REAL(setsockopt)(guard, SOL_SOCKET, SO_REUSEADDR, &on,
-				       sizeof(on));
-		(void)REAL(bind)(guard, (struct sockaddr *)&g, alen);
-	}
-	if (REAL(bind)(fd, any, alen) < 0)
-		r = -errno;
-	if (guard >= 0)
-		REAL(close)(guard);
-	return r;
-}
-
-static int reserve_port(int fd, struct shim_sock *s,
-			const struct sockaddr_storage *dst,
+static int reserve_port(int fd, struct shim_sock *s, int dst_family,
 			struct sockaddr_storage *src, socklen_t *srclen)
 {
 	struct sockaddr_storage k;
 	socklen_t klen = sizeof(k);
-	int dst_family = dst->ss_family;
 
 	if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) < 0)
 		return -errno;
@@ -113,22 +70,12 @@ static int reserve_port(int fd, struct shim_sock *s,
 		socklen_t alen = s->family == AF_INET
 				     ? sizeof(struct sockaddr_in)
 				     : sizeof(struct sockaddr_in6);
-		uint16_t avoid = shim_addr_port((const struct sockaddr *)dst);
-		int r;
 
 		if (REAL(bind)(fd, (struct sockaddr *)&any, alen) < 0)
 			return -errno;
 		klen = sizeof(k);
 		if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) < 0)
 			return -errno;
-		if (shim_addr_port((struct sockaddr *)&k) == avoid) {
-			r = redraw_port(fd, s->family, (struct sockaddr *)&any,
-					alen, avoid);
-			klen = sizeof(k);
-			if (r < 0 || REAL(getsockname)(
-					 fd, (struct sockaddr *)&k, &klen) < 0)
-				return r < 0 ? r : -errno;
-		}
 	}
 	*srclen = shim_addr_unmap((struct sockaddr *)&k, klen, src);
 	if (src->ss_family != dst_family) {
@@ -303,7 +250,7 @@ static int try_rdma(int fd, struct shim_sock *s,
 		*why = "its fds would pass ERDMA_SHIM_FD_SHARE";
 		return r;
 	}
-	if (reserve_port(fd, s, dst, &src, &srclen) < 0)
+	if (reserve_port(fd, s, dst->ss_family, &src, &srclen) < 0)
 		srclen = 0;
 	return rendezvous(fd, s, &rdst, dlen, &src, srclen, why);
 }
@@ -817,7 +764,7 @@ static int connect_async(int fd, struct shim_sock *s,
 	pthread_mutex_unlock(&inbox_mu);
 	if (r < 0)
 		goto sync;
-	if (reserve_port(fd, s, dst, &c->src, &c->srclen) < 0)
+	if (reserve_port(fd, s, dst->ss_family, &c->src, &c->srclen) < 0)
 		c->srclen = 0;
 	c->s = s;
 	c->fd = fd;
