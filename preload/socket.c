@@ -500,7 +500,7 @@ static int accept_wait(int kfd, struct shim_sock *s, int64_t *deadline)
 
 	/* Both are kernel fds here (the rsocket's accept queue): rpoll on a
 	 * listening rsocket can lag by seconds. */
-	struct pollfd p[3] = {{.fd = kfd, .events = POLLIN},
+	struct pollfd p[2] = {{.fd = kfd, .events = POLLIN},
 			      {.fd = shim_listen_qfd(s), .events = POLLIN}};
 	int r;
 
@@ -679,13 +679,11 @@ static void accept_end(void *s)
 	shim_sig_edge_leave();
 }
 
-/* Out of line: the cleanup's frame would cost accept4's kernel-fd path
- * its tail call.  Gives back the caller's reference to s, then runs the
- * handlers that waited, and makes accept again when the kernel would have
- * restarted it (EINTR, all of them SA_RESTART, no SO_RCVTIMEO). */
-static __attribute__((noinline)) int accept_slow(int fd, struct shim_sock *s,
-						 struct sockaddr *addr,
-						 socklen_t *len, int flags)
+/* One accept with a reference to s; gives it back, then runs the handlers
+ * that waited: true when accept is to be made again (EINTR, all of them
+ * SA_RESTART, no SO_RCVTIMEO), as the kernel restarts it. */
+static bool accept_once(int fd, struct shim_sock *s, struct sockaddr *addr,
+			socklen_t *len, int flags, int *res)
 {
 	bool timed = s->rcvtimeo.tv_sec || s->rcvtimeo.tv_usec;
 	int r;
@@ -695,8 +693,25 @@ static __attribute__((noinline)) int accept_slow(int fd, struct shim_sock *s,
 	r = accept_both(fd, s, addr, len, flags);
 	pthread_cleanup_pop(0);
 	shim_sock_put(s);
-	if (shim_sig_edge_leave() && shim_sig_deliver(r, timed))
-		return accept4(fd, addr, len, flags); /* restarted */
+	*res = r;
+	return shim_sig_edge_leave() && shim_sig_deliver(r, timed);
+}
+
+/* Out of line: the cleanup's frame would cost accept4's kernel-fd path
+ * its tail call.  A restart is a loop here, not a call: a server idle in
+ * accept under a frequent SA_RESTART signal must not grow its stack. */
+static __attribute__((noinline)) int accept_slow(int fd, struct shim_sock *s,
+						 struct sockaddr *addr,
+						 socklen_t *len, int flags)
+{
+	int r;
+
+	while (accept_once(fd, s, addr, len, flags, &r)) {
+		s = shim_fd_get(fd);
+		if (!s || !shim_kind_is(s, SHIM_KF_DOOR) ||
+		    !shim_sock_tryget(fd, s, SHIM_KINDS_WITH(SHIM_KF_DOOR)))
+			return accept4(fd, addr, len, flags); /* not ours now */
+	}
 	return (int)shim_ret(r);
 }
 

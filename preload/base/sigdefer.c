@@ -28,8 +28,6 @@
 #include "syms.h"
 
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <ucontext.h>
 
 __thread struct shim_sigdefer shim_sigd = {.wake_fd = -1};
@@ -252,32 +250,40 @@ bool shim_sig_run(void)
 
 static void poll_done(void *arg)
 {
+	/* the mask first: a signal it lets through still waits */
+	pthread_sigmask(SIG_SETMASK, arg, NULL);
 	shim_sig_sleep_leave();
-	REAL(close)(*(int *)arg);
 }
 
-/* The eventfd is made per wait, as the glue's sleep does: a long-lived one
- * could be closed under us by the program (close_range, closefrom). */
+/*
+ * Signals are blocked from the look at the queue to the sleep, which
+ * unblocks them atomically (ppoll): one that comes meanwhile ends the
+ * sleep as it enters.  No fd of the shim's is open while the wait runs (an
+ * eventfd would take the number a ring's accept completing in it is due).
+ */
+static int sleep_masked(struct pollfd *p, nfds_t n, int timeout_ms,
+			const sigset_t *mask)
+{
+	struct timespec ts = {timeout_ms / 1000,
+			      (timeout_ms % 1000) * 1000000L};
+	int r;
+
+	if (shim_sig_waiting())
+		return -EINTR;
+	r = REAL(ppoll)(p, n, timeout_ms < 0 ? NULL : &ts, mask);
+	return r < 0 ? -errno : r;
+}
+
 int shim_sig_poll(struct pollfd *p, nfds_t n, int timeout_ms)
 {
-	int efd =
-		(int)REAL(syscall)(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK),
-	    r = -EINTR;
+	sigset_t all, old;
+	int r;
 
-	if (efd < 0) {
-		r = REAL(poll)(p, n, timeout_ms);
-		return r < 0 ? -errno : r;
-	}
-	p[n] = (struct pollfd){.fd = efd, .events = POLLIN};
-	shim_sig_sleep_enter(efd);
-	pthread_cleanup_push(poll_done, &efd); /* poll: a cancellation point */
-	if (!shim_sig_waiting()) {
-		r = REAL(poll)(p, n + 1, timeout_ms);
-		if (r < 0)
-			r = -errno;
-		else if (p[n].revents && --r == 0)
-			r = -EINTR; /* a handler came before the poll */
-	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	shim_sig_sleep_enter(-1);
+	pthread_cleanup_push(poll_done, &old); /* ppoll: a cancellation point */
+	r = sleep_masked(p, n, timeout_ms, &old);
 	pthread_cleanup_pop(1);
 	return r;
 }

@@ -71,9 +71,7 @@ static inline bool shim_sig_edge_leave(void)
 
 /* poll(2) over n kernel fds for a call that runs waiting handlers at its
  * end (shim_sig_edge_enter): handlers wait meanwhile, as in the glue's
- * sleep, and end the wait (-EINTR).  p has room for n + 1 entries (the
- * last one for the wait's eventfd).  Returns like poll, or -errno; without
- * an eventfd (no fd left) the handlers run inside, as in the kernel. */
+ * sleep, and end the wait (-EINTR).  Returns like poll, or -errno. */
 int shim_sig_poll(struct pollfd *p, nfds_t n, int timeout_ms);
 
 /* Run the waiting handlers here, unless the shim still holds something of
