@@ -52,7 +52,10 @@ one() {
 	if ! line=$(grep '^end ' "$WORK/s.$tag"); then
 		figure "kill_${tag}_ms=hang (no end within 10 s, survivor QPs $q)"
 		echo "FAIL: $tag: the survivor still blocked 10 s after the kill"
-		bad=$((bad + 1))
+		bad=$((bad + 1)) badlist+=" $tag(hang)"
+		stacks "$sv" >"$WORK/h.$tag"
+		cat "$WORK/h.$tag"
+		condense "$WORK/h.$tag" >>"$WORK/stacks"
 		kill "$sv" 2>/dev/null || true
 		return 0
 	fi
@@ -65,11 +68,20 @@ one() {
 	figure "kill_${tag}_ms=$dt ($line, survivor QPs $q)"
 	if [ "$dt" -gt "$LIMIT_MS" ]; then
 		echo "FAIL: $tag: survivor saw the kill after ${dt} ms (> $LIMIT_MS)"
-		bad=$((bad + 1))
+		bad=$((bad + 1)) badlist+=" $tag(${dt}ms)"
 	fi
 	kill "$sv" 2>/dev/null || true
 	wait "$sv" 2>/dev/null || true
 	[ "$dt" -gt "$LIMIT_MS" ] || echo "PASS: $tag: ${dt} ms: ${line% ms=*}"
+}
+# condense STACKS: a line per thread of waitb's stacks, function names
+# innermost first (the runner's summary shows a log's last lines).
+condense() {
+	awk '/^--- stacks of/ { if (l != "") print l; l = ""
+			sub(/^--- stacks of /, ""); print "  " substr($0, 1, 60) }
+		/^  Thread / { if (l != "") print l; l = "    T" $2 ":"; n = 0 }
+		/^  #[0-9]/ { f = ($3 == "in") ? $4 : $2; if (n++ < 16) l = l " " f }
+		END { if (l != "") print l }' "$1"
 }
 # midconnect MODE: a client SIGKILLed at a random moment of its first
 # 400 ms -- before, during or after its connect (under emulation an RDMA
@@ -95,20 +107,23 @@ midconnect() {
 		bg "$t.b" "${pre[@]}" "$XFER" client "$IP0" "$(port_of "$t.s")" --size 1M
 		b=$BG_PID
 		rs=0 rb=0
-		waitb "$sv" 25 || rs=$?
-		waitb "$b" 25 || rb=$?
+		waitb "$sv" 25 >"$t.stk" || rs=$?
+		waitb "$b" 25 >>"$t.stk" || rb=$?
+		cat "$t.stk"
 		echo "midconnect $m $i: killed at ${ms} ms; server exit $rs ($(tail -n 1 "$t.s")); next client exit $rb ($(tail -n 1 "$t.b"))"
 		if [ "$rs" = 124 ] || [ "$rb" = 124 ]; then
 			echo "FAIL: midconnect $m $i: still running 25 s after the kill"
-			bad=$((bad + 1))
+			bad=$((bad + 1)) badlist+=" midconnect.$m.$i(server $rs, next $rb)"
+			condense "$t.stk" >>"$WORK/stacks"
 		elif [ "$rs" = 0 ] && [ "$rb" != 0 ]; then
 			echo "FAIL: midconnect $m $i: the server served a client the next one did not see"
-			bad=$((bad + 1))
+			bad=$((bad + 1)) badlist+=" midconnect.$m.$i(served, next $rb)"
 		fi
 	done
 	figure "midconnect_${m}_killed_before_connected=$early/6"
 }
-bad=0
+# the failed cases, named in the last line (CI shows a log's tail)
+bad=0 badlist=
 for m in plain shim; do
 	midconnect "$m"
 	for who in client server; do
@@ -117,5 +132,6 @@ for m in plain shim; do
 		done
 	done
 done
-[ "$bad" -eq 0 ] || fail "$bad case(s) hung after the peer's SIGKILL"
+[ ! -s "$WORK/stacks" ] || { echo "the hung processes' stacks (wait frames left out):"; cat "$WORK/stacks"; }
+[ "$bad" -eq 0 ] || fail "$bad case(s) hung after the peer's SIGKILL:$badlist"
 echo "RESULT: a SIGKILLed peer ends blocked recv and send within ${LIMIT_MS} ms, and a client killed around its connect wedges no server, kernel TCP and RDMA"
