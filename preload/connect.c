@@ -49,6 +49,42 @@ static const char *addr_str(const struct sockaddr_storage *a, char *buf,
 }
 
 /*
+ * bind(0) draws from the half of the ephemeral range that a program's own
+ * free-port probe (bind to port 0, close) draws from; connect() draws from
+ * the other.  Had the reservation drawn the destination's port on a local
+ * address, the fallback's kernel connect would meet itself (TCP's
+ * simultaneous open) and succeed where the kernel's connect is refused.  So
+ * the destination's own address and port are held while the port is drawn:
+ * the guard's bind succeeds only when that address is local (or nonlocal
+ * binds are allowed) and nothing holds the port there -- when nothing could
+ * accept the connect anyway.  SO_REUSEADDR: a server binding that port with
+ * it meanwhile is not refused.  Costs socket, setsockopt, bind and close
+ * per RDMA connect from an unbound socket; the guard is gone before
+ * connect returns.  Returns the guard's fd or -1.
+ */
+static int port_guard(const struct shim_sock *s,
+		      const struct sockaddr_storage *dst)
+{
+	struct sockaddr_storage a;
+	socklen_t alen;
+	int g;
+
+	if (!shim_addr_port((const struct sockaddr *)dst))
+		return -1;
+	alen = shim_addr_to_family((const struct sockaddr *)dst, s->family, &a);
+	g = REAL(socket)(s->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (g < 0)
+		return -1;
+	if (REAL(setsockopt)(g, SOL_SOCKET, SO_REUSEADDR, &(int){1},
+			     sizeof(int)) < 0 ||
+	    REAL(bind)(g, (struct sockaddr *)&a, alen) < 0) {
+		REAL(close)(g);
+		return -1;
+	}
+	return g;
+}
+
+/*
  * The client's port, as both ends will see it: a real TCP port reserved on
  * the kernel fd (bound now to the wildcard, port 0, unless the program bound
  * it), which the rsocket then binds too (src).  Then getsockname here and
@@ -56,11 +92,13 @@ static const char *addr_str(const struct sockaddr_storage *a, char *buf,
  * simply uses the bound kernel fd.  Returns 0 or -errno; src gets the
  * rsocket's bind address in the destination's family.
  */
-static int reserve_port(int fd, struct shim_sock *s, int dst_family,
+static int reserve_port(int fd, struct shim_sock *s,
+			const struct sockaddr_storage *dst,
 			struct sockaddr_storage *src, socklen_t *srclen)
 {
 	struct sockaddr_storage k;
 	socklen_t klen = sizeof(k);
+	int dst_family = dst->ss_family;
 
 	if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) < 0)
 		return -errno;
@@ -70,9 +108,14 @@ static int reserve_port(int fd, struct shim_sock *s, int dst_family,
 		socklen_t alen = s->family == AF_INET
 				     ? sizeof(struct sockaddr_in)
 				     : sizeof(struct sockaddr_in6);
+		int g = port_guard(s, dst), r;
 
-		if (REAL(bind)(fd, (struct sockaddr *)&any, alen) < 0)
-			return -errno;
+		r = REAL(bind)(fd, (struct sockaddr *)&any, alen) < 0 ? -errno
+								      : 0;
+		if (g >= 0)
+			REAL(close)(g);
+		if (r < 0)
+			return r;
 		klen = sizeof(k);
 		if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) < 0)
 			return -errno;
@@ -250,7 +293,7 @@ static int try_rdma(int fd, struct shim_sock *s,
 		*why = "its fds would pass ERDMA_SHIM_FD_SHARE";
 		return r;
 	}
-	if (reserve_port(fd, s, dst->ss_family, &src, &srclen) < 0)
+	if (reserve_port(fd, s, dst, &src, &srclen) < 0)
 		srclen = 0;
 	return rendezvous(fd, s, &rdst, dlen, &src, srclen, why);
 }
@@ -764,7 +807,7 @@ static int connect_async(int fd, struct shim_sock *s,
 	pthread_mutex_unlock(&inbox_mu);
 	if (r < 0)
 		goto sync;
-	if (reserve_port(fd, s, dst->ss_family, &c->src, &c->srclen) < 0)
+	if (reserve_port(fd, s, dst, &c->src, &c->srclen) < 0)
 		c->srclen = 0;
 	c->s = s;
 	c->fd = fd;

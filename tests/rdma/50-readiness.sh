@@ -115,6 +115,41 @@ compare "$WORK/refused-tcp.out" "$WORK/refused-rdma.out"
 fails=$((fails + NDIFF))
 ncases=$((ncases + NCASES)) ndiff=$((ndiff + NDIFF))
 
+# --- the same in a 4-port ephemeral range, every connect tried on RDMA ---
+# The program finds its free port with bind(0), which the kernel draws from
+# one half of the range (odd ports); connect() draws from the other.  The
+# shim reserves the client's port with bind(0) too: from 2 odd ports it
+# drew the probed one about every other time, and the fallback's kernel
+# connect then met itself (connected) where the kernel's connect is
+# refused.  Now it holds the destination's port while it draws
+# (connect.c's port_guard).  The negative cache is off so each connect
+# draws anew.
+old_range=$(sysctl -n net.ipv4.ip_local_port_range)
+restore_range() { sysctl -qw net.ipv4.ip_local_port_range="$old_range"; }
+trap 'restore_range; cleanup' EXIT
+sysctl -qw net.ipv4.ip_local_port_range="40000 40003"
+run narrow-tcp 0 auto "$IP0" refused
+[ "$RUN_RC" = 0 ] || { cat "$WORK/narrow-tcp.out" "$WORK/narrow-tcp.err"; fail "kernel TCP refused run (4 ports) exited $RUN_RC"; }
+export ERDMA_SHIM_NEGCACHE_TTL_S=0
+run narrow-rdma 1 auto "$IP0" refused
+unset ERDMA_SHIM_NEGCACHE_TTL_S
+restore_range
+if [ "$RUN_RC" != 0 ]; then
+	echo "FAIL refused (4 ports): shimmed run exited $RUN_RC"
+	fails=$((fails + 1))
+fi
+tried=$(grep -c 'TCP (rsocket connect failed' "$WORK/narrow-rdma.err" || true)
+if [ "$tried" -ge 5 ]; then
+	echo "PASS refused (4 ports): all $tried connects tried RDMA first, then fell back"
+else
+	echo "FAIL refused (4 ports): only $tried connects tried RDMA first:"
+	tail -n 5 "$WORK/narrow-rdma.err" | sed 's/^/    | /'
+	fails=$((fails + 1))
+fi
+compare "$WORK/narrow-tcp.out" "$WORK/narrow-rdma.out"
+fails=$((fails + NDIFF))
+ncases=$((ncases + NCASES)) ndiff=$((ndiff + NDIFF))
+
 sed -n 's/^FIGURE: /FIGURE: readiness, kernel TCP: /p' "$WORK/tcp.out"
 sed -n 's/^FIGURE: /FIGURE: readiness, shim over RDMA: /p' "$WORK/rdma.out"
 figure "readiness: test runtime $(since "$T0") s (kernel TCP run ${tcp_secs} s, shim run ${rdma_secs} s)"
