@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 
 #include <netinet/tcp.h>
+#include <limits.h>
 #include <sched.h>
 #include <string.h>
 #include <time.h>
@@ -621,7 +622,13 @@ static void force_nonblock(int fd, struct shim_sock *s, int why)
 			  strerror(why), fd);
 }
 
-static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
+/* accept_door's word for "no door open, the listener's file blocking":
+ * the kernel's own accept, outside the hold (not an fd, not -errno). */
+#define ACCEPT_IN_KERNEL INT_MIN
+
+/* accept from the door or the kernel's queue, without blocking outside
+ * shim_sig_poll: the program's handlers wait meanwhile (accept_both). */
+static int accept_door(int fd, struct shim_sock *s, struct sockaddr *addr,
 		       socklen_t *len, int flags)
 {
 	int64_t deadline = 0;
@@ -637,13 +644,9 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 	if (!(fl & O_NONBLOCK)) {
 		struct shim_uring *u;
 
-		/* No door (a sibling's, or none): the kernel's own accept,
-		 * blocking, timeouts and restarts included. */
 		if (__atomic_load_n(&s->door, __ATOMIC_ACQUIRE) !=
-		    SHIM_DOOR_OPEN) {
-			r = REAL(accept4)(fd, addr, len, flags);
-			return tcp_accepted(r < 0 ? -errno : r);
-		}
+		    SHIM_DOOR_OPEN)
+			return ACCEPT_IN_KERNEL;
 		u = shim_uring_thread(&r);
 		if (u) {
 			pthread_cleanup_push(ring_drop, u);
@@ -671,6 +674,38 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 		if (__atomic_load_n(&s->nb_forced, __ATOMIC_ACQUIRE))
 			force_nonblock(fd, s, 0);
 	}
+}
+
+static void unhold(void *unused)
+{
+	shim_sig_unhold();
+}
+
+/*
+ * Handlers wait through accept_door (shim_sig_hold): a jump from one run
+ * between arming the ring's accept and the wait, or after the wait and
+ * before the ring's cancel, would leave the kernel's accept armed, and one
+ * that accepts there would arm a second.  They run at accept's end
+ * (accept_once).  The kernel's own blocking accept runs them inside, as
+ * the kernel does.
+ */
+static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
+		       socklen_t *len, int flags)
+{
+	int r;
+
+	shim_sig_hold();
+	pthread_cleanup_push(unhold, NULL); /* ppoll: a cancellation point */
+	r = accept_door(fd, s, addr, len, flags);
+	pthread_cleanup_pop(1);
+	if (r != ACCEPT_IN_KERNEL)
+		return r;
+	if (shim_sig_waiting())
+		return -EINTR; /* one came in the hold: it runs (accept_once) */
+	/* No door (a sibling's, or none): the kernel's own accept,
+	 * blocking, timeouts and restarts included. */
+	r = REAL(accept4)(fd, addr, len, flags);
+	return tcp_accepted(r < 0 ? -errno : r);
 }
 
 static void accept_end(void *s)

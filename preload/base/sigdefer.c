@@ -103,23 +103,27 @@ static bool is_handler(const struct sigaction *a)
 static void call(const struct sigaction *a, int sig, siginfo_t *info, void *uc)
 {
 	struct shim_sigdefer *d = &shim_sigd;
-	int edge = d->edge, sleeping = d->sleeping;
+	int edge = d->edge, sleeping = d->sleeping, hold = d->hold;
 
 	d->edge = 0;
 	__atomic_store_n(&d->sleeping, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->hold, 0, __ATOMIC_SEQ_CST);
 	if (a->sa_flags & SA_SIGINFO)
 		a->sa_sigaction(sig, info, uc);
 	else
 		a->sa_handler(sig);
 	d->edge = edge;
 	__atomic_store_n(&d->sleeping, sleeping, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&d->hold, hold, __ATOMIC_SEQ_CST);
 }
 
 /* Where a handler must wait: inside librdmacm (its locks, the poll gate,
- * the thread's depth) and around the glue's sleep (its record). */
+ * the thread's depth), around the glue's sleep (its record) and in a
+ * call's hold (shim_sig_hold). */
 static bool must_wait(const struct shim_sigdefer *d)
 {
 	return __atomic_load_n(&d->sleeping, __ATOMIC_SEQ_CST) ||
+	       __atomic_load_n(&d->hold, __ATOMIC_SEQ_CST) ||
 	       shim_lib_depth > 0;
 }
 

@@ -24,6 +24,7 @@ struct shim_sigq {
 struct shim_sigdefer {
 	int edge;     /* exported calls under way that run them at their end */
 	int sleeping; /* in the glue's sleep: handlers wait (the trampoline) */
+	int hold;     /* a stretch where handlers wait too (shim_sig_hold) */
 	int wake_fd;  /* the sleep's eventfd, written when one waits */
 	int n;	      /* handlers waiting */
 	struct shim_sigq q[SHIM_SIGQ];
@@ -69,6 +70,20 @@ static inline bool shim_sig_edge_leave(void)
 	return unlikely(shim_sig_waiting());
 }
 
+/* A stretch of an exported call (shim_sig_edge_enter) where the program's
+ * handlers wait as in the sleep: one that jumps away from inside it would
+ * leave what the call set up (a ring's accept armed, a connection taken)
+ * behind.  Nothing inside may block for long but shim_sig_poll, which
+ * the waiting handlers end. */
+static inline void shim_sig_hold(void)
+{
+	__atomic_add_fetch(&shim_sigd.hold, 1, __ATOMIC_SEQ_CST);
+}
+static inline void shim_sig_unhold(void)
+{
+	__atomic_sub_fetch(&shim_sigd.hold, 1, __ATOMIC_SEQ_CST);
+}
+
 /* poll(2) over n kernel fds for a call that runs waiting handlers at its
  * end (shim_sig_edge_enter): handlers wait meanwhile, as in the glue's
  * sleep, and end the wait (-EINTR).  Returns like poll, or -errno. */
@@ -80,7 +95,7 @@ int shim_sig_poll(struct pollfd *p, nfds_t n, int timeout_ms);
 static inline void shim_sig_run_if_free(void)
 {
 	if (unlikely(shim_sig_waiting()) && !shim_lib_depth &&
-	    !shim_sigd.edge && !shim_sigd.sleeping)
+	    !shim_sigd.edge && !shim_sigd.sleeping && !shim_sigd.hold)
 		shim_sig_run();
 }
 
