@@ -634,7 +634,6 @@ static int accept_door(int fd, struct shim_sock *s, struct sockaddr *addr,
 	int64_t deadline = 0;
 	int r, fl;
 
-	shim_listen_door(s);
 	r = door_take(s, addr, len, flags);
 	if (r != -EAGAIN)
 		return r;
@@ -686,22 +685,27 @@ static void unhold(void *unused)
  * between arming the ring's accept and the wait, or after the wait and
  * before the ring's cancel, would leave the kernel's accept armed, and one
  * that accepts there would arm a second.  They run at accept's end
- * (accept_once).  The kernel's own blocking accept runs them inside, as
- * the kernel does.
+ * (accept_once).  Outside the hold: opening the door (it may wait for the
+ * host-wide listen lock) and the kernel's own blocking accept, which runs
+ * them inside, as the kernel does.
  */
 static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 		       socklen_t *len, int flags)
 {
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 	int r;
 
+	shim_listen_door(s);
 	shim_sig_hold();
 	pthread_cleanup_push(unhold, NULL); /* ppoll: a cancellation point */
 	r = accept_door(fd, s, addr, len, flags);
 	pthread_cleanup_pop(1);
 	if (r != ACCEPT_IN_KERNEL)
 		return r;
-	if (shim_sig_waiting())
-		return -EINTR; /* one came in the hold: it runs (accept_once) */
+	/* One came in the hold: it runs first (accept_once), unless a
+	 * connection is there to take, as the kernel's accept would. */
+	if (shim_sig_waiting() && REAL(poll)(&p, 1, 0) <= 0)
+		return -EINTR;
 	/* No door (a sibling's, or none): the kernel's own accept,
 	 * blocking, timeouts and restarts included. */
 	r = REAL(accept4)(fd, addr, len, flags);

@@ -264,6 +264,8 @@ static void poll_done(void *arg)
  * unblocks them atomically (ppoll): one that comes meanwhile ends the
  * sleep as it enters.  No fd of the shim's is open while the wait runs (an
  * eventfd would take the number a ring's accept completing in it is due).
+ * With one waiting, what is ready already is still said (the kernel's
+ * accept takes a queued connection before it looks at signals).
  */
 static int sleep_masked(struct pollfd *p, nfds_t n, int timeout_ms,
 			const sigset_t *mask)
@@ -272,8 +274,10 @@ static int sleep_masked(struct pollfd *p, nfds_t n, int timeout_ms,
 			      (timeout_ms % 1000) * 1000000L};
 	int r;
 
-	if (shim_sig_waiting())
-		return -EINTR;
+	if (shim_sig_waiting()) {
+		r = REAL(poll)(p, n, 0); /* signals blocked: no EINTR */
+		return r > 0 ? r : -EINTR;
+	}
 	r = REAL(ppoll)(p, n, timeout_ms < 0 ? NULL : &ts, mask);
 	return r < 0 ? -errno : r;
 }
