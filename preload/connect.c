@@ -57,10 +57,11 @@ static const char *addr_str(const struct sockaddr_storage *a, char *buf,
  * the destination's own address and port are held while the port is drawn:
  * the guard's bind succeeds only when that address is local (or nonlocal
  * binds are allowed) and nothing holds the port there -- when nothing could
- * accept the connect anyway.  SO_REUSEADDR: a server binding that port with
- * it meanwhile is not refused.  Costs socket, setsockopt, bind and close
- * per RDMA connect from an unbound socket; the guard is gone before
- * connect returns.  Returns the guard's fd or -1.
+ * accept the connect anyway.  SO_REUSEADDR and SO_REUSEPORT: a server
+ * binding that port with either meanwhile is not refused (one with neither
+ * is, for the microseconds the guard lives: README).  Costs socket, two
+ * setsockopt, bind and close per RDMA connect from an unbound socket; the
+ * guard is gone before connect returns.  Returns the guard's fd or -1.
  */
 static int port_guard(const struct shim_sock *s,
 		      const struct sockaddr_storage *dst)
@@ -76,6 +77,8 @@ static int port_guard(const struct shim_sock *s,
 	if (g < 0)
 		return -1;
 	if (REAL(setsockopt)(g, SOL_SOCKET, SO_REUSEADDR, &(int){1},
+			     sizeof(int)) < 0 ||
+	    REAL(setsockopt)(g, SOL_SOCKET, SO_REUSEPORT, &(int){1},
 			     sizeof(int)) < 0 ||
 	    REAL(bind)(g, (struct sockaddr *)&a, alen) < 0) {
 		REAL(close)(g);
