@@ -90,11 +90,14 @@ condense() {
 # as over kernel TCP.  FIGURE: how many kills came before the victim's
 # connect returned.  (95-soak kills only mid-transfer.)
 midconnect() {
-	local m=$1 pre=() i ms sv a b rs rb early=0 t
+	local m=$1 pre=() lg=() i ms sv a b rs rb early=0 t
 	[ "$m" = shim ] && pre=(env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require)
 	for i in 1 2 3 4 5 6; do
 		t=$WORK/mc.$m.$i
-		bg "$t.s" "${pre[@]}" "$XFER" server "$IP0" 0 --conns 1
+		# the shim's account of each connection, for a hang's report
+		lg=()
+		[ "$m" = shim ] && lg=(ERDMA_SHIM_LOG=debug ERDMA_SHIM_LOG_FILE="$t.s.log")
+		bg "$t.s" "${pre[@]}" "${lg[@]}" "$XFER" server "$IP0" 0 --conns 1
 		sv=$BG_PID
 		wait_for "$t.s" '^ready ' 30
 		bg "$t.a" "${pre[@]}" "$XFER" client "$IP0" "$(port_of "$t.s")" --size 64M --timing
@@ -104,17 +107,32 @@ midconnect() {
 		kill -KILL "$a"
 		wait "$a" 2>/dev/null || true
 		grep -q '^connect 0: ' "$t.a" || early=$((early + 1))
-		bg "$t.b" "${pre[@]}" "$XFER" client "$IP0" "$(port_of "$t.s")" --size 1M
+		[ "$m" = shim ] && lg=(ERDMA_SHIM_LOG=debug ERDMA_SHIM_LOG_FILE="$t.b.log")
+		bg "$t.b" "${pre[@]}" "${lg[@]}" "$XFER" client "$IP0" "$(port_of "$t.s")" --size 1M
 		b=$BG_PID
 		rs=0 rb=0
-		waitb "$sv" 25 >"$t.stk" || rs=$?
-		waitb "$b" 25 >>"$t.stk" || rb=$?
+		waitb "$b" 25 >"$t.stk" || rb=$?
+		# a server still up after the next client ended: its ids and
+		# ports, while it lives (a hang's diagnosis)
+		if kill -0 "$sv" 2>/dev/null && [ "$m" = shim ]; then
+			{
+				echo "--- after the next client ended: rdma cm_ids, TCP sockets"
+				rdma res show cm_id 2>&1 | head -n 20
+				ss -tanp 2>&1 | grep -v ' 127\.' | head -n 20
+			} >"$t.ids"
+		fi
+		waitb "$sv" 25 >>"$t.stk" || rs=$?
 		cat "$t.stk"
 		echo "midconnect $m $i: killed at ${ms} ms; server exit $rs ($(tail -n 1 "$t.s")); next client exit $rb ($(tail -n 1 "$t.b"))"
 		if [ "$rs" = 124 ] || [ "$rb" = 124 ]; then
 			echo "FAIL: midconnect $m $i: still running 25 s after the kill"
 			bad=$((bad + 1)) badlist+=" midconnect.$m.$i(server $rs, next $rb)"
 			condense "$t.stk" >>"$WORK/stacks"
+			echo "--- the next client's output:"
+			cat "$t.b"
+			cat "$t.ids" 2>/dev/null || true
+			echo "--- the shim's log, server then next client:"
+			tail -n 15 "$t.s.log" "$t.b.log" 2>/dev/null || true
 		elif [ "$rs" = 0 ] && [ "$rb" != 0 ]; then
 			echo "FAIL: midconnect $m $i: the server served a client the next one did not see"
 			bad=$((bad + 1)) badlist+=" midconnect.$m.$i(served, next $rb)"
