@@ -142,8 +142,23 @@ midconnect() {
 }
 # the failed cases, named in the last line (CI shows a log's tail)
 bad=0 badlist=
+# Soft-iWARP (Debian's 6.1.192 siw, built in the bed) loses its listener
+# when a client dies in the MPA exchange, about once in 180 such kills
+# under ASan: the server's RDMA listener stops taking connections (the
+# next client is refused while the server waits in accept), and destroying
+# it at exit warns "refcount_t: underflow; use-after-free" or oopses in
+# siw_destroy_listen -- the latter leaves the process unkillable and the
+# bed's kernel broken for every test after it.  A kernel bug (no program
+# may cause one), not the shim's: the shim's midconnect runs over
+# soft-RoCE on every make test, and over siw with ERDMA_SIW_MIDCONNECT=1.
+siw=0
+rdma link show 2>/dev/null | grep -q '^link siw' && siw=1
 for m in plain shim; do
-	midconnect "$m"
+	if [ "$m" = shim ] && [ "$siw" = 1 ] && [ "${ERDMA_SIW_MIDCONNECT:-0}" != 1 ]; then
+		echo "midconnect shim: not run over soft-iWARP (its listener's use-after-free when a client dies mid-MPA; ERDMA_SIW_MIDCONNECT=1 runs it)"
+	else
+		midconnect "$m"
+	fi
 	for who in client server; do
 		for kind in read write; do
 			one "$m" "$who" "$kind"
