@@ -97,23 +97,30 @@ fails=$((fails + NDIFF))
 ncases=$NCASES ndiff=$NDIFF
 
 # --- connect to a port nobody listens on: must fall back (auto) ---
-run refused-tcp 0 auto "$IP0" refused
-[ "$RUN_RC" = 0 ] || { cat "$WORK/refused-tcp.out" "$WORK/refused-tcp.err"; fail "kernel TCP refused run exited $RUN_RC"; }
-run refused-rdma 1 auto "$IP0" refused
-if [ "$RUN_RC" != 0 ]; then
-	echo "FAIL refused: shimmed run exited $RUN_RC"
-	fails=$((fails + 1))
-fi
-if grep -q 'TCP (rsocket connect failed' "$WORK/refused-rdma.err"; then
-	echo "PASS refused: the shim tried RDMA first, then fell back to TCP"
-else
-	echo "FAIL refused: no sign that the shim handled the connect:"
-	tail -n 5 "$WORK/refused-rdma.err" | sed 's/^/    | /'
-	fails=$((fails + 1))
-fi
-compare "$WORK/refused-tcp.out" "$WORK/refused-rdma.out"
-fails=$((fails + NDIFF))
-ncases=$((ncases + NCASES)) ndiff=$((ndiff + NDIFF))
+# refused_case NAME LABEL MIN: case refused over kernel TCP and shimmed,
+# at least MIN of the shim's connects tried on RDMA before falling back.
+refused_case() {
+	local n=$1 label=$2 min=$3 tried
+	run "$n-tcp" 0 auto "$IP0" refused
+	[ "$RUN_RC" = 0 ] || { cat "$WORK/$n-tcp.out" "$WORK/$n-tcp.err"; fail "kernel TCP $label run exited $RUN_RC"; }
+	run "$n-rdma" 1 auto "$IP0" refused
+	if [ "$RUN_RC" != 0 ]; then
+		echo "FAIL $label: shimmed run exited $RUN_RC"
+		fails=$((fails + 1))
+	fi
+	tried=$(grep -c 'TCP (rsocket connect failed' "$WORK/$n-rdma.err" || true)
+	if [ "$tried" -ge "$min" ]; then
+		echo "PASS $label: $tried connect(s) tried RDMA first, then fell back to TCP"
+	else
+		echo "FAIL $label: $tried connect(s) tried RDMA first (want $min):"
+		tail -n 5 "$WORK/$n-rdma.err" | sed 's/^/    | /'
+		fails=$((fails + 1))
+	fi
+	compare "$WORK/$n-tcp.out" "$WORK/$n-rdma.out"
+	fails=$((fails + NDIFF))
+	ncases=$((ncases + NCASES)) ndiff=$((ndiff + NDIFF))
+}
+refused_case refused refused 1
 
 # --- the same in a 4-port ephemeral range, every connect tried on RDMA ---
 # The program finds its free port with bind(0), which the kernel draws from
@@ -128,27 +135,10 @@ old_range=$(sysctl -n net.ipv4.ip_local_port_range)
 restore_range() { sysctl -qw net.ipv4.ip_local_port_range="$old_range"; }
 trap 'restore_range; cleanup' EXIT
 sysctl -qw net.ipv4.ip_local_port_range="40000 40003"
-run narrow-tcp 0 auto "$IP0" refused
-[ "$RUN_RC" = 0 ] || { cat "$WORK/narrow-tcp.out" "$WORK/narrow-tcp.err"; fail "kernel TCP refused run (4 ports) exited $RUN_RC"; }
 export ERDMA_SHIM_NEGCACHE_TTL_S=0
-run narrow-rdma 1 auto "$IP0" refused
+refused_case narrow "refused (4 ports)" 5
 unset ERDMA_SHIM_NEGCACHE_TTL_S
 restore_range
-if [ "$RUN_RC" != 0 ]; then
-	echo "FAIL refused (4 ports): shimmed run exited $RUN_RC"
-	fails=$((fails + 1))
-fi
-tried=$(grep -c 'TCP (rsocket connect failed' "$WORK/narrow-rdma.err" || true)
-if [ "$tried" -ge 5 ]; then
-	echo "PASS refused (4 ports): all $tried connects tried RDMA first, then fell back"
-else
-	echo "FAIL refused (4 ports): only $tried connects tried RDMA first:"
-	tail -n 5 "$WORK/narrow-rdma.err" | sed 's/^/    | /'
-	fails=$((fails + 1))
-fi
-compare "$WORK/narrow-tcp.out" "$WORK/narrow-rdma.out"
-fails=$((fails + NDIFF))
-ncases=$((ncases + NCASES)) ndiff=$((ndiff + NDIFF))
 
 sed -n 's/^FIGURE: /FIGURE: readiness, kernel TCP: /p' "$WORK/tcp.out"
 sed -n 's/^FIGURE: /FIGURE: readiness, shim over RDMA: /p' "$WORK/rdma.out"
