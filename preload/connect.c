@@ -88,12 +88,36 @@ static int port_guard(const struct shim_sock *s,
 }
 
 /*
+ * A port for fd, at the address it has (the wildcard, or the one a program
+ * bound with IP_BIND_ADDRESS_NO_PORT, leaving the port to connect: that
+ * flag would leave it to connect again, so it is off for this bind and
+ * then as the program set it).  0 or -errno.
+ */
+static int bind_port(int fd, const struct sockaddr_storage *k, socklen_t klen)
+{
+	int nop = 0, r;
+	socklen_t olen = sizeof(nop);
+
+	if (REAL(getsockopt)(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &nop,
+			     &olen) < 0)
+		nop = 0;
+	if (nop)
+		(void)REAL(setsockopt)(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT,
+				       &(int){0}, sizeof(int));
+	r = REAL(bind)(fd, (const struct sockaddr *)k, klen) < 0 ? -errno : 0;
+	if (nop)
+		(void)REAL(setsockopt)(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT,
+				       &nop, sizeof(nop));
+	return r;
+}
+
+/*
  * The client's port, as both ends will see it: a real TCP port reserved on
- * the kernel fd (bound now to the wildcard, port 0, unless the program bound
- * it), which the rsocket then binds too (src).  Then getsockname here and
- * getpeername at the server agree, as over TCP, and a fallback connect
- * simply uses the bound kernel fd.  Returns 0 or -errno; src gets the
- * rsocket's bind address in the destination's family.
+ * the kernel fd (bound now, port 0, at the address it has, unless the
+ * program bound a port), which the rsocket then binds too (src).  Then
+ * getsockname here and getpeername at the server agree, as over TCP, and a
+ * fallback connect simply uses the bound kernel fd.  Returns 0 or -errno; src
+ * gets the rsocket's bind address in the destination's family.
  */
 static int reserve_port(int fd, struct shim_sock *s,
 			const struct sockaddr_storage *dst,
@@ -106,15 +130,9 @@ static int reserve_port(int fd, struct shim_sock *s,
 	if (REAL(getsockname)(fd, (struct sockaddr *)&k, &klen) < 0)
 		return -errno;
 	if (shim_addr_port((struct sockaddr *)&k) == 0) {
-		struct sockaddr_storage any = {.ss_family =
-						   (sa_family_t)s->family};
-		socklen_t alen = s->family == AF_INET
-				     ? sizeof(struct sockaddr_in)
-				     : sizeof(struct sockaddr_in6);
 		int g = port_guard(s, dst), r;
 
-		r = REAL(bind)(fd, (struct sockaddr *)&any, alen) < 0 ? -errno
-								      : 0;
+		r = bind_port(fd, &k, klen);
 		if (g >= 0)
 			REAL(close)(g);
 		if (r < 0)
