@@ -1559,6 +1559,56 @@ static void case_ring_eintr(void)
 	    ROUNDS, timeouts, other, other ? tl_en(first) : "-");
 }
 
+/*
+ * A client that bound its source address with IP_BIND_ADDRESS_NO_PORT,
+ * leaving the port to connect (KEXACT_SRC: a second local address): the
+ * connection leaves from that address, and the flag reads back as set.
+ */
+static void case_bindaddr(void)
+{
+	const char *src = getenv("KEXACT_SRC");
+	struct sockaddr_in a = {.sin_family = AF_INET}, me, peer;
+	socklen_t ml = sizeof(me), pl = sizeof(peer), ol = sizeof(int);
+	char b1[INET_ADDRSTRLEN], b2[INET_ADDRSTRLEN];
+	int one = 1, nop = 0, c, s;
+
+	if (!src || inet_pton(AF_INET, src, &a.sin_addr) != 1) {
+		say("no KEXACT_SRC: not run");
+		return;
+	}
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(c, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+	if (bind(c, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(c, (struct sockaddr *)&me, &ml) < 0) {
+		say("bind: %s", tl_en(errno));
+		close(c);
+		return;
+	}
+	say("bound: port %s", me.sin_port ? "drawn" : "left to connect");
+	if (connect(c, (struct sockaddr *)&laddr, sizeof(laddr)) < 0) {
+		say("connect: %s", tl_en(errno));
+		close(c);
+		return;
+	}
+	s = accept_wait();
+	ml = sizeof(me);
+	getsockname(c, (struct sockaddr *)&me, &ml);
+	if (s < 0 || getpeername(s, (struct sockaddr *)&peer, &pl) < 0) {
+		say("accept: %s", tl_en(errno));
+		close(c);
+		return;
+	}
+	getsockopt(c, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &nop, &ol);
+	say("client %s (source as bound: %s), server sees %s, same port %s, "
+	    "flag %d",
+	    inet_ntop(AF_INET, &me.sin_addr, b1, sizeof(b1)),
+	    me.sin_addr.s_addr == a.sin_addr.s_addr ? "yes" : "no",
+	    inet_ntop(AF_INET, &peer.sin_addr, b2, sizeof(b2)),
+	    me.sin_port == peer.sin_port ? "yes" : "no", nop);
+	close(s);
+	close(c);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1573,6 +1623,7 @@ static const struct {
     {"nbconnect", case_nbconnect}, {"nbrefused", case_nbrefused},
     {"ctl-race", case_ctl_race},   {"ring-eintr", case_ring_eintr},
     {"longjmp", case_longjmp},	   {"alarm", case_alarm},
+    {"bindaddr", case_bindaddr},
 };
 
 static void *watchdog(void *arg)

@@ -49,6 +49,10 @@
 #   ring-eintr  a blocking accept (under the shim: armed on the thread's
 #            io_uring beside the RDMA door), then an epoll_wait in the same
 #            thread: it times out, no EINTR from a ring's exit work
+#   bindaddr  a client bound to the bed's second address with
+#            IP_BIND_ADDRESS_NO_PORT: the connection leaves from that
+#            address (the shim's port reservation used to bind the
+#            wildcard over it), and the option reads back as set
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
@@ -72,6 +76,7 @@ if [ "${SANITIZE:-0}" = 1 ]; then
 	export KEXACT_SKIP=cancel-wait
 fi
 
+export KEXACT_SRC=$IP1 # case bindaddr
 timeout -k 5 110 "$PROG" "$IP0" >"$WORK/tcp.out" 2>"$WORK/tcp.err" </dev/null ||
 	{ cat "$WORK/tcp.out" "$WORK/tcp.err"; fail "kernel TCP run exited $?"; }
 grep -q '^main: done' "$WORK/tcp.out" || fail "kernel TCP run did not finish"
