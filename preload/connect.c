@@ -272,11 +272,12 @@ static int rdma_eligible(const struct sockaddr_storage *dst,
 
 /* A rendezvous to rdst failed with rs: the peer goes into the negative
  * cache, except for local shortages (and -EBUSY: a local wait ran out, see
- * rsocket_glue's svc_mu; -EINTR: a signal), which say nothing about it. */
+ * rsocket_glue's svc_mu; -EINTR: a signal; -EADDRNOTAVAIL: the program's
+ * source address has no RDMA device), which say nothing about it. */
 static void note_failure(const struct sockaddr_storage *rdst, int rs)
 {
 	if (rs != -EMFILE && rs != -ENFILE && rs != -ENOMEM && rs != -ENOBUFS &&
-	    rs != -EBUSY && rs != -EINTR)
+	    rs != -EBUSY && rs != -EINTR && rs != -EADDRNOTAVAIL)
 		sg_negcache_add((const struct sockaddr *)rdst);
 }
 

@@ -7,6 +7,7 @@
  */
 #include "glue.h"
 #include "glue_int.h"
+#include "addr.h"
 #include "log.h"
 
 #include <dlfcn.h>
@@ -177,6 +178,23 @@ static int svc_lock_within(int64_t t0, int timeout_ms)
 	return pthread_mutex_timedlock(&svc_mu, &dl) ? -EBUSY : 0;
 }
 
+/* Bind the connecting rsocket to src, the kernel socket's address and
+ * port.  An address the program chose (bind, IP_BIND_ADDRESS_NO_PORT)
+ * must hold: RDMA from another would not leave from it, as the kernel's
+ * connection does; -EADDRNOTAVAIL (no RDMA device there: TCP).  The
+ * wildcard's port may differ. */
+static int bind_src(int rs, const struct sockaddr *src, socklen_t srclen)
+{
+	long b = LIB_CALL(rbind(rs, src, srclen));
+
+	if (b >= 0)
+		return 0;
+	if (!shim_addr_is_any(src))
+		return -EADDRNOTAVAIL;
+	shim_dbg("rsocket %d: rbind to the TCP port failed; ports differ", rs);
+	return 0;
+}
+
 /* The rendezvous's first step: a non-blocking rsocket (bound to src if
  * given) and its request sent.  svc_mu is waited for within timeout_ms of
  * t0, or (timeout_ms < 0) only tried: -EBUSY.  Returns the rsocket, with
@@ -205,10 +223,8 @@ static int connect_start(const struct sockaddr *dst, socklen_t len,
 	}
 	shut_forget(rs); /* a number a fork child's old connection had */
 	*r = sg_apply_tunables(rs, &shim_cfg, bufs);
-	if (*r == 0 && src && LIB_CALL(rbind(rs, src, srclen)) < 0)
-		shim_dbg(
-		    "rsocket %d: rbind to the TCP port failed; ports differ",
-		    rs);
+	if (*r == 0 && src)
+		*r = bind_src(rs, src, srclen);
 	if (*r == 0)
 		*r = sg_set_nonblock(rs, true);
 	if (*r == 0 && !locked) {

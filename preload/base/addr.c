@@ -63,6 +63,15 @@ uint16_t shim_addr_port(const struct sockaddr *sa)
 	    ((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
 }
 
+bool shim_addr_is_any(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)(const void *)sa)
+			   ->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(
+	    &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr);
+}
+
 void shim_addr_set_port(struct sockaddr *sa, uint16_t port)
 {
 	if (sa->sa_family == AF_INET)

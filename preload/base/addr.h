@@ -3,6 +3,7 @@
 #ifndef SHIM_ADDR_H
 #define SHIM_ADDR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -17,6 +18,8 @@ socklen_t shim_addr_to_family(const struct sockaddr *in, int family,
 /* The port of an AF_INET/AF_INET6 address, in host order; and set it. */
 uint16_t shim_addr_port(const struct sockaddr *sa);
 void shim_addr_set_port(struct sockaddr *sa, uint16_t port);
+/* The wildcard address (0.0.0.0 or ::)? */
+bool shim_addr_is_any(const struct sockaddr *sa);
 /* Copy an address out the way the kernel does: at most *outlen bytes, and
  * *outlen set to the address's whole length. */
 void shim_addr_copy_out(const struct sockaddr_storage *a, socklen_t alen,
