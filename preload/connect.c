@@ -87,6 +87,25 @@ static int port_guard(const struct shim_sock *s,
 	return g;
 }
 
+/* Int option level/name of fd set to val for a moment: the program's
+ * value, for opt_restore, or -1 (it was val already, or nothing changed). */
+static int opt_swap(int fd, int level, int name, int val)
+{
+	int old = 0;
+	socklen_t len = sizeof(old);
+
+	if (REAL(getsockopt)(fd, level, name, &old, &len) < 0 || old == val ||
+	    REAL(setsockopt)(fd, level, name, &val, sizeof(val)) < 0)
+		return -1;
+	return old;
+}
+
+static void opt_restore(int fd, int level, int name, int old)
+{
+	if (old >= 0)
+		(void)REAL(setsockopt)(fd, level, name, &old, sizeof(old));
+}
+
 /*
  * A port for fd, at the address it has (the wildcard, or the one a program
  * bound with IP_BIND_ADDRESS_NO_PORT, leaving the port to connect: that
@@ -95,19 +114,10 @@ static int port_guard(const struct shim_sock *s,
  */
 static int bind_port(int fd, const struct sockaddr_storage *k, socklen_t klen)
 {
-	int nop = 0, r;
-	socklen_t olen = sizeof(nop);
+	int nop = opt_swap(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 0), r;
 
-	if (REAL(getsockopt)(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &nop,
-			     &olen) < 0)
-		nop = 0;
-	if (nop)
-		(void)REAL(setsockopt)(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT,
-				       &(int){0}, sizeof(int));
 	r = REAL(bind)(fd, (const struct sockaddr *)k, klen) < 0 ? -errno : 0;
-	if (nop)
-		(void)REAL(setsockopt)(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT,
-				       &nop, sizeof(nop));
+	opt_restore(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, nop);
 	return r;
 }
 
@@ -210,23 +220,12 @@ static int connect_rdma(struct shim_sock *s,
  */
 static int iwarp_share_port(int fd)
 {
-	int on = 1, old = 0;
-	socklen_t len = sizeof(old);
-
-	if (!sg_iwarp() ||
-	    REAL(getsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &old, &len) < 0 ||
-	    old)
-		return -1;
-	if (REAL(setsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) < 0)
-		return -1;
-	return old;
+	return sg_iwarp() ? opt_swap(fd, SOL_SOCKET, SO_REUSEADDR, 1) : -1;
 }
 
 static void iwarp_unshare_port(int fd, int old)
 {
-	if (old >= 0)
-		(void)REAL(setsockopt)(fd, SOL_SOCKET, SO_REUSEADDR, &old,
-				       sizeof(old));
+	opt_restore(fd, SOL_SOCKET, SO_REUSEADDR, old);
 }
 
 /* May dst be tried over RDMA?  0 with rdst, its RDMA address, or -errno
