@@ -43,9 +43,10 @@ void *sg_next_sym(void **slot, const char *name);
 /*
  * sleep.c: the sleep in rsockets runs with cancellation disabled (a thread
  * cancelled inside rpoll would leave its poll gate held); enter returns an
- * eventfd that pthread_cancel writes, to add to the sleep's fds.  leave
- * restores the state and, if a cancel came, acts on it (a cancellation
- * point: hold nothing of ours across it).
+ * eventfd that pthread_cancel writes, to add to the sleep's fds; it is
+ * a cancellation point (a cancel that came before).  leave restores the
+ * state and says whether the sleep was woken: the caller then acts on a
+ * cancel (pthread_testcancel) once nothing of the sleep is left.
  */
 int sg_sleep_enter(int *cancel_state, const struct pollfd *fds, nfds_t n);
 bool sg_sleep_leave(int cancel_state); /* true: woken (cancel or kick) */

@@ -1193,10 +1193,21 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			return -EINTR;
 		shim_sig_run();
 	}
+	/* No cancellation inside rpoll (see sleep.c): a cancel wakes the
+	 * sleep through wfd and is acted on after it.  Entered before what
+	 * the sleep makes (the fds array, the timerfd): the cancel acted on
+	 * here, before it is disabled, finds none of it made. */
+	wfd = sg_sleep_enter(&cs, fds, nfds);
+	asleep = true;
+	/* from here to sg_sleep_leave the program's handlers wait (the sleep
+	 * record is linked), and end the sleep through wfd */
+	shim_sig_sleep_enter(wfd);
 	if (2 * nfds + 2 > ARRAY_SIZE(stack)) {
 		all = malloc((2 * nfds + 2) * sizeof(*all));
-		if (!all)
-			return -ENOMEM;
+		if (!all) {
+			r = -ENOMEM;
+			goto out;
+		}
 	}
 	memcpy(all, fds, nfds * sizeof(*fds));
 	for (i = 0; i < nfds; i++) {
@@ -1219,13 +1230,6 @@ static int sleep_fds(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		timerfd_settime(tfd, 0, &its, NULL);
 		all[n++] = (struct pollfd){.fd = tfd, .events = POLLIN};
 	}
-	/* No cancellation inside rpoll (see sleep.c): a cancel
-	 * wakes the sleep through wfd and is acted on after it. */
-	wfd = sg_sleep_enter(&cs, fds, nfds);
-	asleep = true;
-	/* from here to sg_sleep_leave the program's handlers wait (the sleep
-	 * record is linked), and end the sleep through wfd */
-	shim_sig_sleep_enter(wfd);
 	/* shut down since the caller looked, before a kick could find us */
 	if (shut_any(fds, nfds)) {
 		for (i = 0; i < nfds; i++)
@@ -1265,10 +1269,16 @@ out:
 	/* a cancellation point, with nothing of ours held here; a cancel
 	 * not acted on (disabled) was no event: the caller sleeps again */
 	if (asleep) {
+		bool woken;
+
 		shim_sigd.wake_fd = -1; /* sg_sleep_leave closes it */
-		if (sg_sleep_leave(cs) && r == 0)
-			r = -EINPROGRESS;
+		woken = sg_sleep_leave(cs);
 		shim_sig_sleep_leave();
+		if (woken) {
+			pthread_testcancel(); /* nothing of the sleep's left */
+			if (r == 0)
+				r = -EINPROGRESS;
+		}
 	}
 	/* here, unless the exported call runs them once it holds nothing */
 	shim_sig_run_if_free();

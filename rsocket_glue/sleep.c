@@ -8,9 +8,10 @@
  * every later rpoll in the process then spins.  So the sleep itself runs
  * with cancellation disabled (sg_sleep_enter), and pthread_cancel wakes
  * it through an eventfd the sleeper watches; the sleeper acts on the
- * cancel once it is out of rsockets (sg_sleep_leave), as a blocked recv
- * is cancelled in the kernel.  The eventfd is made per sleep: a long-lived
- * one could be closed under us by the program (close_range, closefrom).
+ * cancel once it is out of rsockets and has left the sleep (its caller,
+ * after sg_sleep_leave), as a blocked recv is cancelled in the kernel.  The
+ * eventfd is made per sleep: a long-lived one could be closed under us by the
+ * program (close_range, closefrom).
  */
 #include "glue.h"
 #include "glue_int.h"
@@ -79,9 +80,7 @@ bool sg_sleep_leave(int cancel_state)
 
 	unregister(NULL);
 	pthread_setcancelstate(cancel_state, NULL);
-	if (woken)
-		pthread_testcancel();
-	return woken; /* not acted on: cancellation is disabled or deferred */
+	return woken;
 }
 
 /* A fork child has only the thread that forked (sg_fork_child). */
