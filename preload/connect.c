@@ -2,9 +2,9 @@
 /*
  * connect(): where a TCP connection is offered to RDMA first.
  *
- * The rsocket rendezvous is bounded by ERDMA_SHIM_CONNECT_TIMEOUT_MS.  A
- * blocking connect runs it in the caller.  A non-blocking one returns
- * EINPROGRESS at once and runs it on a thread of its own (connect_async):
+ * The rsocket rendezvous is bounded by ERDMA_SHIM_CONNECT_TIMEOUT_MS.  It
+ * runs on a thread of its own (connect_async): a non-blocking connect
+ * returns EINPROGRESS at once, a blocking one waits for it (connect_wait);
  * the socket is SHIM_SK_CONNECTING meanwhile -- not readable, not writable,
  * data calls EAGAIN, as the kernel's connecting socket -- and it turns
  * writable when the rendezvous ends, connected over RDMA or handed to the
@@ -363,6 +363,18 @@ static void forget_peer(const struct sockaddr_storage *dst)
 	sg_negcache_del((struct sockaddr *)&rdst);
 }
 
+/* The same, for the program's address: its TCP connect failed after the
+ * rendezvous had, so its RDMA side may be back (a restarted server). */
+static void forget_peer_of(const struct sockaddr *addr, socklen_t len)
+{
+	struct sockaddr_storage ua, dst;
+
+	if (copy_user_addr(addr, len, &ua) == 0) {
+		shim_addr_unmap((const struct sockaddr *)&ua, len, &dst);
+		forget_peer(&dst);
+	}
+}
+
 /* A failed rendezvous, told: the debug line, and under ERDMA_SHIM=require
  * the warning and the error connect gives (0 in auto mode: fall back). */
 static int failed(int fd, const struct sockaddr_storage *dst, int rs,
@@ -405,6 +417,10 @@ static int connect_async(int fd, struct shim_sock *s,
 			 const struct sockaddr_storage *dst, socklen_t dlen,
 			 const struct sockaddr *addr, socklen_t len);
 
+/* connect_held's: a blocking connect waits for the rendezvous under way
+ * (connect_wait). */
+#define CONNECT_WAIT 2
+
 static int connect_slow(int fd, struct shim_sock *s,
 			const struct sockaddr *addr, socklen_t len)
 {
@@ -427,11 +443,15 @@ static int connect_slow(int fd, struct shim_sock *s,
 		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 
 	dlen = shim_addr_unmap(addr, len, &dst);
-	if (s->nonblock) {
-		r = connect_async(fd, s, &dst, dlen, addr, len);
-		if (r != -ENOTSUP)
-			return r;
-	}
+	/* A blocking connect too: its caller waits for the rendezvous as
+	 * for a connect under way, where a signal ends the wait (the kernel's
+	 * EINTR), not the rendezvous, and a handler runs with nothing of the
+	 * call's held (connect_wait). */
+	r = connect_async(fd, s, &dst, dlen, addr, len);
+	if (r == -EINPROGRESS && !s->nonblock)
+		return CONNECT_WAIT;
+	if (r != -ENOTSUP)
+		return r;
 	rs = try_rdma(fd, s, &dst, dlen, &why);
 	if (rs < 0) {
 		r = failed(fd, &dst, rs, why);
@@ -918,8 +938,8 @@ SHIM_STARTUP(CONNECT, .start = shim_connect_start,
 	     .parent = shim_connect_fork_parent,
 	     .child = shim_connect_fork_reset);
 
-/* connect with a reference to s held; 0, -errno, or 1: make the call
- * again (the connect under way ended). */
+/* connect with a reference to s held; 0, -errno, 1: make the call
+ * again (the connect under way ended), or CONNECT_WAIT. */
 static int connect_held(int fd, struct shim_sock *s,
 			const struct sockaddr *addr, socklen_t len)
 {
@@ -944,14 +964,7 @@ static int connect_held(int fd, struct shim_sock *s,
 	}
 	if (kind == SHIM_SK_CONNECTING) {
 		/* as the kernel's connecting socket: EALREADY, or a wait */
-		if (s->nonblock)
-			return -EALREADY;
-		/* the kernel's wait is bounded by SO_SNDTIMEO: EINPROGRESS */
-		do
-			r = shim_settle_wait(s, shim_tv_ms(&s->sndtimeo));
-		while (r == -EINTR && shim_tv_ms(&s->sndtimeo) < 0 &&
-		       shim_eintr_restarts());
-		return r == -EAGAIN ? -EINPROGRESS : r < 0 ? r : 1;
+		return s->nonblock ? -EALREADY : CONNECT_WAIT;
 	}
 	if (kind == SHIM_SK_RDMA) {
 		/* After EINPROGRESS the kernel answers the next connect with
@@ -963,8 +976,15 @@ static int connect_held(int fd, struct shim_sock *s,
 	}
 	if (kind == SHIM_SK_LISTEN)
 		return -EISCONN; /* what Linux says for a listening socket */
-	if (kind == SHIM_SK_DEAD)
+	if (kind == SHIM_SK_DEAD) {
+		/* the kernel's connect after a rendezvous that failed: a
+		 * blocking call waits for it in the shim (connect_wait) */
+		int fl = REAL(fcntl)(fd, F_GETFL);
+
+		if (fl >= 0 && !(fl & O_NONBLOCK))
+			return CONNECT_WAIT;
 		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
+	}
 	/* After a refusal (kernel_refused) the kernel says what follows: its
 	 * error or ECONNABORTED, and a new connect after that. */
 	if (__atomic_exchange_n(&s->refused, false, __ATOMIC_RELAXED))
@@ -972,22 +992,124 @@ static int connect_held(int fd, struct shim_sock *s,
 	return connect_slow(fd, s, addr, len);
 }
 
+/* A cancel in connect_wait: its edge goes with it (settle.c puts s). */
+static void wait_cancelled(void *arg)
+{
+	(void)arg;
+	shim_sig_edge_leave();
+}
+
+/* connect_wait's wait for the rendezvous's end (a cancellation point). */
+static int wait_settled(struct shim_sock *s, int ms)
+{
+	int r;
+
+	pthread_cleanup_push(wait_cancelled, NULL);
+	do
+		r = shim_settle_wait(s, ms);
+	while (r == -EINTR && !shim_sig_waiting() && ms < 0 &&
+	       shim_eintr_restarts());
+	pthread_cleanup_pop(0);
+	return r;
+}
+
+/* A cancel in kernel_answer: connect_wait's reference and edge. */
+static void answer_cancelled(void *s)
+{
+	shim_sock_put(s);
+	shim_sig_edge_leave();
+}
+
+/*
+ * The kernel's own connect on fd (SHIM_SK_DEAD: the connect thread handed
+ * it there when the rendezvous failed): wait until it has an answer, for at
+ * most left_ms (-1: no limit), handlers waiting as in the glue's sleep.
+ * 0 (answered, or nothing under way), -EAGAIN (time is up) or -EINTR.
+ */
+static int kernel_answer(int fd, struct shim_sock *s, int left_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	int r;
+
+	pthread_cleanup_push(answer_cancelled, s);
+	r = shim_sig_poll(&p, 1, left_ms);
+	pthread_cleanup_pop(0);
+	return r > 0 ? 0 : r == 0 ? -EAGAIN : r;
+}
+
+/*
+ * A blocking connect of s while its rendezvous runs on the connect thread:
+ * the kernel's connecting socket waits, for at most SO_SNDTIMEO (then
+ * EINPROGRESS), also through a fallback's own TCP handshake.  A signal
+ * ends the wait, not the rendezvous: its handler runs once s's reference
+ * is put (the edge), and 1 says "the kernel would restart the call"
+ * (SA_RESTART, no timeout); otherwise EINTR, and the connect goes on (the
+ * next call waits for it, a non-blocking one says EALREADY).  Once it
+ * ended, the answer is s's own, as the kernel's blocked call keeps its file
+ * when another thread closes the fd.  Puts s's reference; 0, -errno, or 1
+ * (make the call again).
+ */
+static int connect_wait(int fd, struct shim_sock *s,
+			const struct sockaddr *addr, socklen_t len)
+{
+	int ms = shim_tv_ms(&s->sndtimeo), r, kind;
+	int64_t end = ms >= 0 ? shim_now_ms() + ms : 0;
+
+	shim_sig_edge_enter();
+	r = wait_settled(s, ms);
+	kind = __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE);
+	if (r == 0 && kind == SHIM_SK_RDMA) {
+		/* every call blocked on it says 0, as the kernel's */
+		__atomic_store_n(&s->connect_pending, false, __ATOMIC_RELAXED);
+	} else if (r == 0 && shim_fd_get(fd) != s) {
+		r = -EBADF; /* closed meanwhile: its answer went with it */
+	} else if (r == 0 && kind == SHIM_SK_DEAD) {
+		r = kernel_answer(
+		    fd, s,
+		    ms < 0
+			? -1
+			: (int)(end > shim_now_ms() ? end - shim_now_ms() : 0));
+		/* the answer, and the kernel socket's state after it, as the
+		 * blocking call's (it does not wait now) */
+		if (r == 0)
+			r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
+		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EISCONN)
+			forget_peer_of(addr, len);
+	} else if (r == 0) {
+		r = connect_held(fd, s, addr, len);
+	}
+	shim_sock_put(s);
+	if (shim_sig_edge_leave() && shim_sig_deliver(r, ms >= 0))
+		return 1;
+	return r == -EAGAIN ? -EINPROGRESS : r;
+}
+
 /* connect on a sock of ours: out of line, so that the kernel-fd path
- * stays short (connect_held is large). */
+ * stays short (connect_held is large).  A restart is a loop, as the
+ * kernel's restart of the call: with the fd as it is by then. */
 static __attribute__((noinline)) int connect_ours(int fd, struct shim_sock *s,
 						  const struct sockaddr *addr,
 						  socklen_t len)
 {
 	int r;
 
-	if (unlikely(
-		!shim_sock_tryget(fd, s, ~SHIM_KINDS_WITH(SHIM_KF_KERNEL))))
-		return connect(fd, addr, len); /* a close() came first */
-	r = connect_held(fd, s, addr, len);
-	shim_sock_put(s);
-	if (r == 1)
-		return connect(fd, addr, len);
-	return (int)shim_ret(r);
+	pthread_testcancel(); /* a pending cancel: before anything is done */
+	for (;;) {
+		if (unlikely(!shim_sock_tryget(
+			fd, s, ~SHIM_KINDS_WITH(SHIM_KF_KERNEL))))
+			return connect(fd, addr,
+				       len); /* a close() came first */
+		r = connect_held(fd, s, addr, len);
+		if (r == CONNECT_WAIT)
+			r = connect_wait(fd, s, addr, len);
+		else
+			shim_sock_put(s);
+		if (r != 1)
+			return (int)shim_ret(r);
+		s = shim_fd_get(fd);
+		if (!s || shim_kind_is(s, SHIM_KF_KERNEL))
+			return connect(fd, addr, len);
+	}
 }
 
 SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
