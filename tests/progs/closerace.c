@@ -12,7 +12,8 @@
  *       phase conn: RDMA_ROUNDS connections to the server
  *   In each round three threads hammer the round's fd number with setsockopt,
  *   getsockopt, fcntl (F_GETFL, F_SETFL, F_DUPFD), ioctl, getsockname,
- *   getpeername, recv/send (MSG_DONTWAIT), dup, epoll_ctl and poll, and the
+ *   getpeername, recv/send (MSG_DONTWAIT), dup, epoll_ctl, poll,
+ *   shutdown(SHUT_RD) and bind (to port 0), and the
  *   round's own epoll fd (the fd registered in it) with epoll_wait, while
  *   the main thread closes both and opens the next.  Every result must be
  *   one the kernel gives when a close races the call and the number is
@@ -78,7 +79,7 @@ static void one_call(int fd, unsigned int k)
 	struct epoll_event ev = {.events = EPOLLIN};
 	long r;
 
-	switch (k % 13) {
+	switch (k % 15) {
 	case 0:
 		check("setsockopt",
 		      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)), fd);
@@ -133,6 +134,17 @@ static void one_call(int fd, unsigned int k)
 		check("epoll_wait", epoll_wait(atomic_load(&cur_ep), &ev, 1, 0),
 		      fd);
 		break;
+	case 13:
+		check("shutdown(SHUT_RD)", shutdown(fd, SHUT_RD), fd);
+		break;
+	case 14: {
+		struct sockaddr_in any = {.sin_family = AF_INET};
+
+		/* EINVAL once bound: the round's own bind, or a racer's */
+		check("bind", bind(fd, (struct sockaddr *)&any, sizeof(any)),
+		      fd);
+		break;
+	}
 	default:
 		r = dup(fd);
 		check("dup", r, fd);

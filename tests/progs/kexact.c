@@ -546,6 +546,25 @@ static void case_timeo(void)
 	pthread_join(d.th, NULL);
 	unpair(&p);
 
+	/* the kernel's timeout bounds the whole send, however many times it
+	 * waits for room: what fit is sent, the rest is not */
+	if (mkpair(&p))
+		return;
+	setsockopt(p.c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	{
+		size_t big = 64u << 20;
+		char *m = calloc(1, big);
+
+		t0 = tl_now_ms();
+		r = m ? send(p.c, m, big, 0) : -1;
+		say("send(64 MiB), SO_SNDTIMEO 0.3 s, the peer never reads -> "
+		    "%s after %s",
+		    r > 0 && (size_t)r < big ? "part" : rstr(r, n, sizeof(n)),
+		    dur(tl_now_ms() - t0));
+		free(m);
+	}
+	unpair(&p);
+
 	setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	t0 = tl_now_ms();
 	fd = accept(lfd, NULL, NULL);
@@ -743,11 +762,75 @@ static void case_cancel(void)
 	unpair(&p2);
 }
 
-/* The same for a thread blocked in poll, then one in epoll_wait. */
+/* The lowest fd number free now (what the next socket would get). */
+static int lowest_free_fd(void)
+{
+	int fd = dup(0);
+
+	close(fd);
+	return fd;
+}
+
+struct pending {
+	int fd;
+	pthread_barrier_t b;
+};
+
+/* Calls poll only once the cancel is pending (barriers are not
+ * cancellation points). */
+static void *poll_pending_main(void *arg)
+{
+	struct pending *pe = arg;
+	struct pollfd p = {.fd = pe->fd, .events = POLLIN};
+
+	pthread_barrier_wait(&pe->b); /* main cancels us */
+	pthread_barrier_wait(&pe->b);
+	poll(&p, 1, 10000);
+	return NULL;
+}
+
+/*
+ * A thread that calls poll (with a timeout) on a connection while a cancel
+ * is pending: poll, a cancellation point, acts on it at once, and leaves no
+ * fd behind.
+ */
+static void cancel_pending(void)
+{
+	struct timespec dl;
+	struct pending pe;
+	struct pair p;
+	pthread_t th;
+	int64_t t0;
+	int fd0, r;
+
+	if (mkpair(&p))
+		return;
+	pe.fd = p.s;
+	pthread_barrier_init(&pe.b, NULL, 2);
+	fd0 = lowest_free_fd();
+	pthread_create(&th, NULL, poll_pending_main, &pe);
+	pthread_barrier_wait(&pe.b);
+	t0 = tl_now_ms();
+	pthread_cancel(th);
+	pthread_barrier_wait(&pe.b);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 3;
+	r = pthread_timedjoin_np(th, NULL, &dl);
+	say("cancel pending as a thread calls poll (10 s) -> %s after %s, "
+	    "lowest free fd %s",
+	    r ? "not joined" : "joined", dur(tl_now_ms() - t0),
+	    lowest_free_fd() == fd0 ? "as before" : "moved (an fd left open)");
+	pthread_barrier_destroy(&pe.b);
+	unpair(&p);
+}
+
+/* The same for a thread blocked in poll, then one in epoll_wait; and a
+ * cancel already pending when poll is called. */
 static void case_cancel_wait(void)
 {
 	cancel_in("poll", poll_main);
 	cancel_in("epoll_wait", epwait_main);
+	cancel_pending();
 }
 
 /*
@@ -1609,6 +1692,77 @@ static void case_bindaddr(void)
 	close(c);
 }
 
+/* A blocking connect to a host that never answers, SIGALRM from a timer of
+ * this thread after 300 ms: "-> result after time". */
+static const char *connect_alarmed(int fd, const struct sockaddr_in *to,
+				   char *out, size_t len)
+{
+	struct itimerspec once = {{0, 0}, {0, 300000000L}};
+	timer_t t = thread_timer_new();
+	char n[24];
+	int64_t t0 = tl_now_ms();
+	int r;
+
+	timer_settime(t, 0, &once, NULL);
+	r = connect(fd, (const struct sockaddr *)to, sizeof(*to));
+	snprintf(out, len, "%s after %s, handler ran %d", rstr(r, n, sizeof(n)),
+		 dur(tl_now_ms() - t0), (int)handled);
+	timer_delete(t);
+	return out;
+}
+
+/*
+ * A blocking connect and signals.  Towards a host that never answers, a
+ * handler without SA_RESTART ends the call with EINTR when it runs, and the
+ * connect goes on: the next call waits again, a non-blocking one says
+ * EALREADY.  To the listener, a timer every 2 ms whose handler has
+ * SA_RESTART never ends one: the kernel restarts the call (signal(7)).
+ */
+static void case_connect_intr(void)
+{
+	struct sockaddr_in hole = laddr;
+	uint8_t *ip = (uint8_t *)&hole.sin_addr;
+	int b = socket(AF_INET, SOCK_STREAM, 0), ok = 0, r;
+	char out[96], n[24];
+	timer_t t;
+
+	/* not nbconnect's host: its failed lookup must not end this one */
+	ip[3] = ip[3] == 97 ? 96 : 97;
+	catch (SIGALRM, 0);
+	say("blocking connect to a host that never answers, SIGALRM at "
+	    "0.3 s -> %s",
+	    connect_alarmed(b, &hole, out, sizeof(out)));
+	handled = 0;
+	say("connect again, the same alarm -> %s",
+	    connect_alarmed(b, &hole, out, sizeof(out)));
+	set_nb(b, true);
+	r = connect(b, (struct sockaddr *)&hole, sizeof(hole));
+	say("made non-blocking: connect again -> %s", rstr(r, n, sizeof(n)));
+	close(b);
+
+	catch (SIGALRM, SA_RESTART);
+	t = thread_timer(2);
+	for (int i = 0; i < 10; i++) {
+		int c = socket(AF_INET, SOCK_STREAM, 0), a;
+
+		if (connect(c, (struct sockaddr *)&laddr, sizeof(laddr)) == 0)
+			ok++;
+		else
+			say("connect %d under the timer -> %s", i,
+			    tl_en(errno));
+		do /* poll is never restarted */
+			a = accept_wait();
+		while (a < 0 && errno == EINTR);
+		close(a);
+		close(c);
+	}
+	timer_delete(t);
+	uncatch(SIGALRM);
+	say("10 blocking connects to the listener under a 2 ms timer "
+	    "(SA_RESTART) -> %d connected",
+	    ok);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1623,7 +1777,7 @@ static const struct {
     {"nbconnect", case_nbconnect}, {"nbrefused", case_nbrefused},
     {"ctl-race", case_ctl_race},   {"ring-eintr", case_ring_eintr},
     {"longjmp", case_longjmp},	   {"alarm", case_alarm},
-    {"bindaddr", case_bindaddr},
+    {"bindaddr", case_bindaddr},   {"connect-intr", case_connect_intr},
 };
 
 static void *watchdog(void *arg)

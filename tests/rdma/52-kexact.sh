@@ -12,10 +12,14 @@
 #            unread: woken at once with ERR|HUP (not maskable)
 #   shut-rd  queued data still reads after shutdown(SHUT_RD), then EOF
 #   recv0    zero-length reads; MSG_PEEK|MSG_WAITALL
-#   timeo    SO_RCVTIMEO bounds a whole MSG_WAITALL recv and an accept
+#   timeo    SO_RCVTIMEO bounds a whole MSG_WAITALL recv and an accept,
+#            SO_SNDTIMEO a whole 64 MiB send to a peer that never reads
 #   cancel   pthread_cancel of a thread blocked in recv: it ends at once, the
 #            process's later waits still sleep, the socket's close ends it
-#   cancel-wait  the same for a thread blocked in poll, then in epoll_wait
+#   cancel-wait  the same for a thread blocked in poll, then in epoll_wait;
+#            and a thread that calls poll (with a timeout) with a cancel
+#            pending: it ends at once and leaves no fd behind (under ASan it
+#            runs with the shipped library, below)
 #   epdup    a copy of an epoll fd made by fcntl(F_DUPFD) is the same set
 #   epclose  an epoll fd closed while another thread waits on it, its number
 #            taken at once by a new epoll fd with a ready eventfd: the
@@ -53,6 +57,11 @@
 #            IP_BIND_ADDRESS_NO_PORT: the connection leaves from that
 #            address (the shim's port reservation used to bind the
 #            wildcard over it), and the option reads back as set
+#   connect-intr  a blocking connect to a host that never answers ends with
+#            EINTR when a handler without SA_RESTART runs (0.3 s), and again
+#            on the next call; made non-blocking, EALREADY; 10 blocking
+#            connects to the listener under a 2 ms SA_RESTART timer all
+#            connect (the kernel restarts them)
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
@@ -77,22 +86,36 @@ if [ "${SANITIZE:-0}" = 1 ]; then
 fi
 
 export KEXACT_SRC=$IP1 # case bindaddr
-timeout -k 5 110 "$PROG" "$IP0" >"$WORK/tcp.out" 2>"$WORK/tcp.err" </dev/null ||
-	{ cat "$WORK/tcp.out" "$WORK/tcp.err"; fail "kernel TCP run exited $?"; }
-grep -q '^main: done' "$WORK/tcp.out" || fail "kernel TCP run did not finish"
-
-rc=0
-env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require ERDMA_SHIM_CONNECT_TIMEOUT_MS=5000 \
-	timeout -k 5 110 "$PROG" "$IP0" \
-	>"$WORK/rdma.out" 2>"$WORK/rdma.err" </dev/null || rc=$?
-fails=0
-if [ "$rc" != 0 ] || ! grep -q '^main: done' "$WORK/rdma.out"; then
-	echo "FAIL the shimmed run did not finish cleanly (exit $rc); last stderr lines:"
-	tail -n 20 "$WORK/rdma.err" | sed 's/^/    | /'
-	fails=$((fails + 1))
+fails=0 ncases=0
+# pair TAG LIB [CASE...]: kexact over kernel TCP, then under LIB with
+# ERDMA_SHIM=require, compared case by case; adds to fails and ncases.
+pair() {
+	local tag=$1 lib=$2 rc=0
+	shift 2
+	timeout -k 5 110 "$PROG" "$IP0" "$@" >"$WORK/tcp$tag.out" 2>"$WORK/tcp$tag.err" </dev/null ||
+		{ cat "$WORK/tcp$tag.out" "$WORK/tcp$tag.err"; fail "kernel TCP run exited $?"; }
+	grep -q '^main: done' "$WORK/tcp$tag.out" || fail "kernel TCP run did not finish"
+	env LD_PRELOAD="$lib" ERDMA_SHIM=require ERDMA_SHIM_CONNECT_TIMEOUT_MS=5000 \
+		timeout -k 5 110 "$PROG" "$IP0" "$@" \
+		>"$WORK/rdma$tag.out" 2>"$WORK/rdma$tag.err" </dev/null || rc=$?
+	if [ "$rc" != 0 ] || ! grep -q '^main: done' "$WORK/rdma$tag.out"; then
+		echo "FAIL the shimmed run did not finish cleanly (exit $rc); last stderr lines:"
+		tail -n 20 "$WORK/rdma$tag.err" | sed 's/^/    | /'
+		fails=$((fails + 1))
+	fi
+	compare "$WORK/tcp$tag.out" "$WORK/rdma$tag.out"
+	fails=$((fails + NDIFF)) ncases=$((ncases + NCASES))
+}
+pair "" "$PRELOAD"
+if [ "${SANITIZE:-0}" = 1 ] && [ "$SHIM_LIB" != "$ROOT/liberdma_shim.so" ]; then
+	# cancel-wait, which ASan can't run (above), with the shipped library:
+	# the iWARP pass is the ASan one, and this is what it would miss.
+	# (Not under `make test SANITIZE=1`, where that library is ASan's.)
+	echo "cancel-wait with the shipped library ($ROOT/liberdma_shim.so):"
+	KEXACT_SKIP='' pair -cw "$ROOT/liberdma_shim.so" cancel-wait
 fi
-compare "$WORK/tcp.out" "$WORK/rdma.out"
-fails=$((fails + NDIFF))
+NCASES=$ncases
+NDIFF=$fails
 if [ "$fails" != 0 ]; then
 	echo "RESULT: $((NCASES - NDIFF)) of $NCASES cases identical; $fails failure(s)${FAILED[*]:+: ${FAILED[*]}}"
 	exit 1
