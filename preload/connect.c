@@ -976,15 +976,8 @@ static int connect_held(int fd, struct shim_sock *s,
 	}
 	if (kind == SHIM_SK_LISTEN)
 		return -EISCONN; /* what Linux says for a listening socket */
-	if (kind == SHIM_SK_DEAD) {
-		/* the kernel's connect after a rendezvous that failed: a
-		 * blocking call waits for it in the shim (connect_wait) */
-		int fl = REAL(fcntl)(fd, F_GETFL);
-
-		if (fl >= 0 && !(fl & O_NONBLOCK))
-			return CONNECT_WAIT;
+	if (kind == SHIM_SK_DEAD)
 		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
-	}
 	/* After a refusal (kernel_refused) the kernel says what follows: its
 	 * error or ECONNABORTED, and a new connect after that. */
 	if (__atomic_exchange_n(&s->refused, false, __ATOMIC_RELAXED))
@@ -1038,45 +1031,93 @@ static int kernel_answer(int fd, struct shim_sock *s, int left_ms)
 }
 
 /*
+ * The answer of the kernel's connect the connect thread made on fd after a
+ * failed rendezvous (SHIM_SK_DEAD), as the blocking call's: wait for it
+ * (kernel_answer), then collect it with a connect that does not wait, which
+ * leaves the kernel socket as its own blocking call would (connected, or
+ * unconnected with the error told).  The wait re-reads fd: if the program
+ * closed it meanwhile (its number maybe taken by another file), EBADF.
+ */
+static int fallback_answer(int fd, struct shim_sock *s,
+			   const struct sockaddr *addr, socklen_t len,
+			   int left_ms)
+{
+	int r = kernel_answer(fd, s, left_ms), cs;
+
+	if (r < 0)
+		return r;
+	if (shim_fd_get(fd) != s)
+		return -EBADF;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	r = kernel_connect(fd, addr, len) < 0 ? -errno : 0;
+	pthread_setcancelstate(cs, NULL);
+	if (r == -EALREADY)
+		r = -EAGAIN; /* ended by SO_SNDTIMEO as it answered */
+	if (r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EHOSTUNREACH ||
+	    r == -ENETUNREACH)
+		forget_peer_of(addr, len);
+	return r;
+}
+
+/*
+ * s's rendezvous ended while a blocking connect waited for it: the answer
+ * of the call, from s's own state (not connect_held's, which could start a
+ * connect of its own): 0, -errno, or 1 (make the call again: a new connect
+ * of another thread is under way).
+ */
+static int settled_answer(int fd, struct shim_sock *s,
+			  const struct sockaddr *addr, socklen_t len,
+			  int left_ms)
+{
+	int r, cs;
+
+	switch (__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE)) {
+	case SHIM_SK_RDMA:
+		/* every call blocked on it says 0, as the kernel's */
+		__atomic_store_n(&s->connect_pending, false, __ATOMIC_RELAXED);
+		return 0;
+	case SHIM_SK_DEAD:
+		return fallback_answer(fd, s, addr, len, left_ms);
+	case SHIM_SK_FAILED:
+		r = shim_sock_take_failure(s);
+		return r ? -r : -ECONNABORTED; /* told to another call */
+	case SHIM_SK_TCP:
+		/* refused under require: the kernel socket is, too */
+		if (!__atomic_exchange_n(&s->refused, false, __ATOMIC_RELAXED))
+			return -ECONNABORTED; /* told to another call */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+		r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
+		pthread_setcancelstate(cs, NULL);
+		return r;
+	}
+	return 1;
+}
+
+/*
  * A blocking connect of s while its rendezvous runs on the connect thread:
  * the kernel's connecting socket waits, for at most SO_SNDTIMEO (then
  * EINPROGRESS), also through a fallback's own TCP handshake.  A signal
  * ends the wait, not the rendezvous: its handler runs once s's reference
  * is put (the edge), and 1 says "the kernel would restart the call"
  * (SA_RESTART, no timeout); otherwise EINTR, and the connect goes on (the
- * next call waits for it, a non-blocking one says EALREADY).  Once it
- * ended, the answer is s's own, as the kernel's blocked call keeps its file
- * when another thread closes the fd.  Puts s's reference; 0, -errno, or 1
- * (make the call again).
+ * next call waits for it, a non-blocking one says EALREADY).  Puts s's
+ * reference; 0, -errno, or 1 (make the call again).
  */
 static int connect_wait(int fd, struct shim_sock *s,
 			const struct sockaddr *addr, socklen_t len)
 {
-	int ms = shim_tv_ms(&s->sndtimeo), r, kind;
+	int ms = shim_tv_ms(&s->sndtimeo), r;
 	int64_t end = ms >= 0 ? shim_now_ms() + ms : 0;
 
 	shim_sig_edge_enter();
 	r = wait_settled(s, ms);
-	kind = __atomic_load_n(&s->kind, __ATOMIC_ACQUIRE);
-	if (r == 0 && kind == SHIM_SK_RDMA) {
-		/* every call blocked on it says 0, as the kernel's */
-		__atomic_store_n(&s->connect_pending, false, __ATOMIC_RELAXED);
-	} else if (r == 0 && shim_fd_get(fd) != s) {
-		r = -EBADF; /* closed meanwhile: its answer went with it */
-	} else if (r == 0 && kind == SHIM_SK_DEAD) {
-		r = kernel_answer(
-		    fd, s,
-		    ms < 0
-			? -1
-			: (int)(end > shim_now_ms() ? end - shim_now_ms() : 0));
-		/* the answer, and the kernel socket's state after it, as the
-		 * blocking call's (it does not wait now) */
-		if (r == 0)
-			r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
-		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EISCONN)
-			forget_peer_of(addr, len);
-	} else if (r == 0) {
-		r = connect_held(fd, s, addr, len);
+	if (r == 0) {
+		int64_t now = shim_now_ms();
+
+		r = settled_answer(fd, s, addr, len,
+				   ms < 0      ? -1
+				   : end > now ? (int)(end - now)
+					       : 0);
 	}
 	shim_sock_put(s);
 	if (shim_sig_edge_leave() && shim_sig_deliver(r, ms >= 0))

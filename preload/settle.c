@@ -126,6 +126,10 @@ out:
 
 void shim_settle_unwatch(struct shim_sock *s)
 {
+	int cs;
+
+	/* close is a cancellation point: never acted on with the lock held */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	pthread_mutex_lock(&settle_mu);
 	if (!--s->settle_users && !shim_sock_connecting(s) &&
 	    s->settle_fd >= 0) {
@@ -133,6 +137,7 @@ void shim_settle_unwatch(struct shim_sock *s)
 		s->settle_fd = -1;
 	}
 	pthread_mutex_unlock(&settle_mu);
+	pthread_setcancelstate(cs, NULL);
 }
 
 struct settle_hold {
