@@ -23,6 +23,7 @@
 #include "settle.h"
 
 #include <arpa/inet.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1015,19 +1016,34 @@ static void answer_cancelled(void *s)
 
 /*
  * The kernel's own connect on fd (SHIM_SK_DEAD: the connect thread handed
- * it there when the rendezvous failed): wait until it has an answer, for at
- * most left_ms (-1: no limit), handlers waiting as in the glue's sleep.
- * 0 (answered, or nothing under way), -EAGAIN (time is up) or -EINTR.
+ * it there when the rendezvous failed): wait until it has an answer, until
+ * end (0: no limit), handlers waiting as in the glue's sleep.  0 with what
+ * poll saw in *ev, -EAGAIN (time is up) or -EINTR.
  */
-static int kernel_answer(int fd, struct shim_sock *s, int left_ms)
+static int kernel_answer(int fd, struct shim_sock *s, int64_t end, short *ev)
 {
 	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	int64_t now = shim_now_ms();
+	int r;
+
+	if (end && now >= end)
+		return -EAGAIN;
+	pthread_cleanup_push(answer_cancelled, s);
+	r = shim_sig_poll(&p, 1, end ? (int)(end - now) : -1);
+	pthread_cleanup_pop(0);
+	*ev = p.revents;
+	return r > 0 ? 0 : r == 0 ? -EAGAIN : r;
+}
+
+/* 10 ms, handlers waiting (-EINTR), a cancellation point as the wait. */
+static int answer_nap(struct shim_sock *s)
+{
 	int r;
 
 	pthread_cleanup_push(answer_cancelled, s);
-	r = shim_sig_poll(&p, 1, left_ms);
+	r = shim_sig_poll(NULL, 0, 10);
 	pthread_cleanup_pop(0);
-	return r > 0 ? 0 : r == 0 ? -EAGAIN : r;
+	return r;
 }
 
 /*
@@ -1035,24 +1051,49 @@ static int kernel_answer(int fd, struct shim_sock *s, int left_ms)
  * failed rendezvous (SHIM_SK_DEAD), as the blocking call's: wait for it
  * (kernel_answer), then collect it with a connect that does not wait, which
  * leaves the kernel socket as its own blocking call would (connected, or
- * unconnected with the error told).  The wait re-reads fd: if the program
- * closed it meanwhile (its number maybe taken by another file), EBADF.
+ * unconnected with the error told).  Only a connect still under way is
+ * collected so: a socket closed with no error pending was answered to
+ * another call (ECONNABORTED, the kernel's word to a second waiter), and a
+ * connect there would start a new handshake.  fd is read again around the
+ * wait: if the program closed it meanwhile (its number maybe another
+ * file's now), EBADF.
  */
 static int fallback_answer(int fd, struct shim_sock *s,
 			   const struct sockaddr *addr, socklen_t len,
-			   int left_ms)
+			   int64_t end)
 {
-	int r = kernel_answer(fd, s, left_ms), cs;
+	struct tcp_info ti;
+	socklen_t tl;
+	short ev = 0;
+	int r, cs;
 
-	if (r < 0)
-		return r;
-	if (shim_fd_get(fd) != s)
-		return -EBADF;
+	for (;;) {
+		if (shim_fd_get(fd) != s)
+			return -EBADF;
+		r = kernel_answer(fd, s, end, &ev);
+		if (r < 0)
+			return r;
+		if (shim_fd_get(fd) != s)
+			return -EBADF;
+		tl = sizeof(ti);
+		if (REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) < 0)
+			return -errno;
+		if (ti.tcpi_state != TCP_SYN_SENT &&
+		    ti.tcpi_state != TCP_SYN_RECV)
+			break;
+		/* POLLERR from the error queue (IP_RECVERR) while the
+		 * handshake goes on: look again in a moment */
+		r = answer_nap(s);
+		if (r < 0)
+			return r;
+	}
+	if (ti.tcpi_state == TCP_CLOSE && !(ev & POLLERR))
+		return -ECONNABORTED;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	r = kernel_connect(fd, addr, len) < 0 ? -errno : 0;
 	pthread_setcancelstate(cs, NULL);
-	if (r == -EALREADY)
-		r = -EAGAIN; /* ended by SO_SNDTIMEO as it answered */
+	if (r == -EISCONN)
+		r = 0; /* collected by another call: connected */
 	if (r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EHOSTUNREACH ||
 	    r == -ENETUNREACH)
 		forget_peer_of(addr, len);
@@ -1067,7 +1108,7 @@ static int fallback_answer(int fd, struct shim_sock *s,
  */
 static int settled_answer(int fd, struct shim_sock *s,
 			  const struct sockaddr *addr, socklen_t len,
-			  int left_ms)
+			  int64_t end)
 {
 	int r, cs;
 
@@ -1077,12 +1118,14 @@ static int settled_answer(int fd, struct shim_sock *s,
 		__atomic_store_n(&s->connect_pending, false, __ATOMIC_RELAXED);
 		return 0;
 	case SHIM_SK_DEAD:
-		return fallback_answer(fd, s, addr, len, left_ms);
+		return fallback_answer(fd, s, addr, len, end);
 	case SHIM_SK_FAILED:
 		r = shim_sock_take_failure(s);
 		return r ? -r : -ECONNABORTED; /* told to another call */
 	case SHIM_SK_TCP:
 		/* refused under require: the kernel socket is, too */
+		if (shim_fd_get(fd) != s)
+			return -EBADF;
 		if (!__atomic_exchange_n(&s->refused, false, __ATOMIC_RELAXED))
 			return -ECONNABORTED; /* told to another call */
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
@@ -1111,14 +1154,8 @@ static int connect_wait(int fd, struct shim_sock *s,
 
 	shim_sig_edge_enter();
 	r = wait_settled(s, ms);
-	if (r == 0) {
-		int64_t now = shim_now_ms();
-
-		r = settled_answer(fd, s, addr, len,
-				   ms < 0      ? -1
-				   : end > now ? (int)(end - now)
-					       : 0);
-	}
+	if (r == 0)
+		r = settled_answer(fd, s, addr, len, end);
 	shim_sock_put(s);
 	if (shim_sig_edge_leave() && shim_sig_deliver(r, ms >= 0))
 		return 1;
