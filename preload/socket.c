@@ -693,23 +693,34 @@ static int accept_both(int fd, struct shim_sock *s, struct sockaddr *addr,
 		       socklen_t *len, int flags)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
-	int r;
+	int r, fl;
 
 	shim_listen_door(s);
-	shim_sig_hold();
-	pthread_cleanup_push(unhold, NULL); /* ppoll: a cancellation point */
-	r = accept_door(fd, s, addr, len, flags);
-	pthread_cleanup_pop(1);
-	if (r != ACCEPT_IN_KERNEL)
-		return r;
-	/* One came in the hold: it runs first (accept_once), unless a
-	 * connection is there to take, as the kernel's accept would. */
-	if (shim_sig_waiting() && REAL(poll)(&p, 1, 0) <= 0)
-		return -EINTR;
-	/* No door (a sibling's, or none): the kernel's own accept,
-	 * blocking, timeouts and restarts included. */
-	r = REAL(accept4)(fd, addr, len, flags);
-	return tcp_accepted(r < 0 ? -errno : r);
+	for (;;) {
+		shim_sig_hold();
+		pthread_cleanup_push(unhold, NULL); /* ppoll: cancellation */
+		r = accept_door(fd, s, addr, len, flags);
+		pthread_cleanup_pop(1);
+		if (r != ACCEPT_IN_KERNEL)
+			return r;
+		/* One came in the hold: it runs first (accept_once), unless
+		 * a connection is there to take, as the kernel's would. */
+		if (shim_sig_waiting() && REAL(poll)(&p, 1, 0) <= 0)
+			return -EINTR;
+		/* No door (a sibling's, or none): the kernel's own accept,
+		 * blocking, timeouts and restarts included. */
+		r = REAL(accept4)(fd, addr, len, flags);
+		if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ||
+		    s->nonblock)
+			return tcp_accepted(r < 0 ? -errno : r);
+		/* EAGAIN on the program's blocking listener: a timeout, or
+		 * the door's holder (a sibling without io_uring) made the
+		 * shared file non-blocking since accept_door looked; then
+		 * accept_door waits, as the program's accept blocks. */
+		fl = REAL(fcntl)(fd, F_GETFL);
+		if (fl < 0 || !(fl & O_NONBLOCK))
+			return -EAGAIN;
+	}
 }
 
 static void accept_end(void *s)
