@@ -495,6 +495,7 @@ struct nb_conn {
 	struct shim_sock *s;
 	int fd, kfd, rs, reuse;
 	bool ready; /* atomic: connect() has set s up (connect_async) */
+	bool holds; /* the reference to s is held (under inbox_mu) */
 	bool done;
 	int64_t deadline, retry_at, refused_until;
 	long nap_ms;
@@ -508,6 +509,9 @@ static pthread_mutex_t inbox_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct nb_conn *inbox;
 static int inbox_efd = -1;
 static bool conn_thread_up;
+/* A close waiting for the connect thread to let go (conn_last_fd). */
+static pthread_cond_t let_go_cv = PTHREAD_COND_INITIALIZER;
+#define LET_GO_WAIT_MS 1000
 
 /* The rendezvous ended with rsocket rs: s is an RDMA connection. */
 static void settle_rdma(struct nb_conn *c, int rs)
@@ -639,6 +643,62 @@ static void settle_tcp(struct nb_conn *c, int rs, const char *why)
 	shim_sock_ev_fell_back(s);
 }
 
+/*
+ * The connect thread is done with c's socket: its duplicate closes and its
+ * reference goes.  A close() of the socket's last fd that came after the
+ * rendezvous ended waits for this (conn_last_fd), and the release is then
+ * that close's: the rsocket and its QP are gone when close() returns, as
+ * for any connection, not a moment later on this thread.  So the count
+ * drops here under inbox_mu unless this is the last reference, which no
+ * waiting close holds, and a fork's child sees the flag and the reference
+ * both or neither.
+ */
+static void conn_let_go(struct nb_conn *c)
+{
+	struct shim_sock *s = c->s;
+	bool last;
+
+	pthread_mutex_lock(&inbox_mu);
+	REAL(close)(c->kfd);
+	c->kfd = -1;
+	__atomic_store_n(&s->cthread, false, __ATOMIC_RELEASE);
+	c->holds = false;
+	last = !shim_sock_put_unless_last(s);
+	pthread_cond_broadcast(&let_go_cv);
+	pthread_mutex_unlock(&inbox_mu);
+	if (last)
+		shim_sock_put(s);
+}
+
+/*
+ * The last fd of RDMA connection s closes (sockfd.c), perhaps between the
+ * connect thread's end of its rendezvous and conn_let_go: wait for that,
+ * so the release is this close's.  What is left there is a few calls that
+ * wait for nothing on the network: the bound is for a thread descheduled
+ * for long, after which the release comes late, as before.  Handlers wait
+ * (inbox_mu is held around the wait) and run at the end.
+ */
+static void conn_last_fd(struct shim_sock *s)
+{
+	struct timespec dl;
+	int cs;
+
+	if (!__atomic_load_n(&s->cthread, __ATOMIC_ACQUIRE))
+		return;
+	/* a cancel inside the wait would leave inbox_mu held */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	shim_sig_hold();
+	dl = shim_deadline(CLOCK_MONOTONIC, LET_GO_WAIT_MS);
+	pthread_mutex_lock(&inbox_mu);
+	while (s->cthread && !pthread_cond_clockwait(&let_go_cv, &inbox_mu,
+						     CLOCK_MONOTONIC, &dl))
+		;
+	pthread_mutex_unlock(&inbox_mu);
+	shim_sig_unhold();
+	pthread_setcancelstate(cs, NULL);
+	shim_sig_run_if_free();
+}
+
 /* c's rendezvous ended: r 0 (connected, c->rs) or -errno.  Under
  * require a refusal is tried again for a moment (as connect_rdma does):
  * false then, c stays. */
@@ -661,11 +721,7 @@ static bool nb_end(struct nb_conn *c, int r, int64_t now)
 	} else {
 		settle_rdma(c, c->rs);
 	}
-	pthread_mutex_lock(&inbox_mu);
-	REAL(close)(c->kfd);
-	c->kfd = -1;
-	pthread_mutex_unlock(&inbox_mu);
-	shim_sock_put(c->s);
+	conn_let_go(c);
 	c->done = true;
 	return true;
 }
@@ -866,6 +922,8 @@ static int connect_async(int fd, struct shim_sock *s,
 	pthread_mutex_lock(&inbox_mu);
 	c->kfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
 	if (c->kfd >= 0) {
+		shim_sock_get(s); /* the connect thread's (conn_let_go) */
+		s->cthread = c->holds = true;
 		c->next = inbox;
 		inbox = c;
 	}
@@ -873,7 +931,6 @@ static int connect_async(int fd, struct shim_sock *s,
 	if (c->kfd < 0)
 		goto sync;
 	c->reuse = iwarp_share_port(c->kfd);
-	shim_sock_get(s); /* the connect thread's */
 	__atomic_add_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 	shim_settle_begin(s);
 	shim_sock_ev_changed(s); /* its registrations are emulated */
@@ -894,11 +951,17 @@ void shim_connect_fork_child(struct shim_sock *s)
 	__atomic_sub_fetch(&shim_rdma_socks, 1, __ATOMIC_RELAXED);
 }
 
+/* A fork child: the parent's connect thread is not here to let go.  Its
+ * reference stays (a release here would close the parent's rsocket), but
+ * no close in the child waits for it. */
 static void close_dups(struct nb_conn *c)
 {
-	for (; c; c = c->next)
+	for (; c; c = c->next) {
 		if (c->kfd >= 0)
 			REAL(close)(c->kfd);
+		if (c->holds)
+			c->s->cthread = false;
+	}
 }
 
 static void shim_connect_fork_prepare(void)
@@ -918,6 +981,7 @@ static void shim_connect_fork_reset(void)
 	close_dups(inbox);
 	close_dups(nb_live);
 	pthread_mutex_init(&inbox_mu, NULL);
+	pthread_cond_init(&let_go_cv, NULL);
 	inbox = nb_live = NULL;
 	conn_thread_up = false;
 	if (inbox_efd >= 0)
@@ -930,9 +994,15 @@ static const struct shim_kind_ops connecting_ops = {
     .fork_child = shim_connect_fork_child,
 };
 
+/* A connection a connect made: its last close waits for the thread. */
+static const struct shim_kind_ops connected_ops = {
+    .last_fd = conn_last_fd,
+};
+
 static void shim_connect_start(void)
 {
 	shim_kind_set_ops(SHIM_SK_CONNECTING, &connecting_ops);
+	shim_kind_set_ops(SHIM_SK_RDMA, &connected_ops);
 }
 SHIM_STARTUP(CONNECT, .start = shim_connect_start,
 	     .prepare = shim_connect_fork_prepare,

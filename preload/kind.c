@@ -27,4 +27,6 @@ void shim_kind_set_ops(int kind, const struct shim_kind_ops *ops)
 		o->release = ops->release;
 	if (ops->fork_child)
 		o->fork_child = ops->fork_child;
+	if (ops->last_fd)
+		o->last_fd = ops->last_fd;
 }

@@ -141,6 +141,8 @@ typedef void shim_kind_fn(struct shim_sock *s);
 struct shim_kind_ops {
 	shim_kind_fn *release;
 	shim_kind_fn *fork_child;
+	/* the last fd of s was closed; the fd's reference is still held */
+	shim_kind_fn *last_fd;
 };
 /* Set ops's non-NULL slots for kind (a room may set some, another
  * room others). */

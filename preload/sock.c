@@ -209,6 +209,18 @@ void shim_sock_put(struct shim_sock *s)
 		sock_release(s);
 }
 
+bool shim_sock_put_unless_last(struct shim_sock *s)
+{
+	int r = __atomic_load_n(&s->refs, __ATOMIC_RELAXED);
+
+	do {
+		if (r <= 1)
+			return false;
+	} while (!__atomic_compare_exchange_n(
+	    &s->refs, &r, r - 1, true, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+	return true;
+}
+
 struct shim_sock *shim_sock_ref(int fd)
 {
 	struct shim_sock *s;

@@ -50,6 +50,8 @@ struct shim_sock {
 	 * unreadable there under ASan (sock.c, pool_poison). */
 	struct shim_sock *next_free;
 	int fdrefs;    /* atomic: fds only (dup shares the sock) */
+	bool cthread;  /* the connect thread holds a reference (connect.c,
+			* under its inbox_mu) */
 	int ep_regs;   /* atomic: epoll registrations naming this sock */
 	int ep_parked; /* atomic: a sleeping epoll_wait stopped watching it */
 	/* epoll.c's registrations naming this sock, linked through their
@@ -155,6 +157,9 @@ static inline void shim_sock_get(struct shim_sock *s)
 	__atomic_add_fetch(&s->refs, 1, __ATOMIC_SEQ_CST);
 }
 void shim_sock_put(struct shim_sock *s);
+/* Drop a reference unless it is the last one: false, and nothing done,
+ * when it is (the caller puts it where a release may run). */
+bool shim_sock_put_unless_last(struct shim_sock *s);
 /*
  * A reference to s, which the caller found on fd without one and whose
  * kind it then read as one of kinds (SHIM_SK() bits); false when a

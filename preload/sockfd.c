@@ -21,6 +21,11 @@ void shim_fd_install(int fd, struct shim_sock *s)
 		 * epoll_ctl ADD linking a registration now sees fdrefs 0, or
 		 * this sees its ep_regs (epoll.c, ctl_slow). */
 		if (!__atomic_sub_fetch(&stale->fdrefs, 1, __ATOMIC_SEQ_CST)) {
+			shim_kind_fn *last =
+			    shim_kind_ops(shim_kind(stale))->last_fd;
+
+			if (last)
+				last(stale);
 			if (stale->stat_ref)
 				shim_stat_release(stale);
 			if (__atomic_load_n(&stale->ep_regs, __ATOMIC_SEQ_CST))
