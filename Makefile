@@ -44,6 +44,8 @@ READINESS_OBJ := $(patsubst tests/progs/readiness/%.c,$(B)/tests/readiness/%.o,$
 PROGS += $(B)/tests/progs/readiness
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNITS := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
+# Fault injectors for tests, preloaded after the shim (tests/inject).
+INJECTS := $(patsubst tests/inject/%.c,$(B)/tests/inject/%.so,$(wildcard tests/inject/*.c))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
@@ -57,7 +59,7 @@ PKG_CONFIG ?= pkg-config
 HAVE_GRPC := $(shell $(PKG_CONFIG) --exists grpc 2>/dev/null && echo 1)
 HAVE_CMOCKA := $(shell $(PKG_CONFIG) --exists cmocka 2>/dev/null && echo 1)
 
-all: $(LIB) $(PROGS) $(BENCHES) $(if $(HAVE_CMOCKA),$(UNITS))
+all: $(LIB) $(PROGS) $(INJECTS) $(BENCHES) $(if $(HAVE_CMOCKA),$(UNITS))
 ifneq ($(HAVE_CMOCKA),1)
 	@echo "make: unit tests not built: no cmocka (libcmocka-dev; make deps)"
 endif
@@ -101,6 +103,10 @@ $(TESTLIB): $(TESTLIB_OBJ)
 $(B)/tests/progs/%: tests/progs/%.c $(TESTLIB) Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) -Itests/lib $(DEPFLAGS) -o $@ $< $(TESTLIB) -lrdmacm -libverbs -lpthread
+
+$(B)/tests/inject/%.so: tests/inject/%.c Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -fPIC -shared $(DEPFLAGS) -o $@ $< -ldl
 
 # readiness is a program of several files (tests/progs/readiness/), each
 # its own object.
@@ -293,7 +299,7 @@ clean:
 
 # Every C file of ours; format-check runs in make test (tests/unit/format.sh).
 FORMAT_SRC = $(wildcard preload/*.[ch] preload/base/*.[ch] preload/cli/*.c rsocket_glue/*.[ch] \
-	tests/progs/*.[ch] tests/progs/*/*.[ch] tests/lib/*.[ch] tests/unit/*.c bench/*.[ch] bench/grpc_raw/*.c)
+	tests/progs/*.[ch] tests/inject/*.c tests/progs/*/*.[ch] tests/lib/*.[ch] tests/unit/*.c bench/*.[ch] bench/grpc_raw/*.c)
 format:
 	clang-format -i $(FORMAT_SRC)
 

@@ -5,18 +5,22 @@
  *
  *   cycles server ADDR PORT N     accept N connections one after another,
  *                                 echo 8 bytes on each; prints "ready PORT"
- *   cycles client ADDR PORT N [--hold FILE]
+ *   cycles client ADDR PORT N [--hold FILE] [--strict]
  *
  * The client measures its open fds and RSS after a warm-up (10% of N, at
  * least 20 cycles) and after all N, prints both, and fails when either grew
  * (fds: at all; RSS: by more than 2 MiB).  --hold keeps both processes
- * alive at the end so a test can count QPs left in `rdma res`.
+ * alive at the end so a test can count QPs left in `rdma res`.  --strict:
+ * every close() must also leave as many rdma_cm fds open as there were
+ * before the first socket: a closed connection keeps nothing open behind
+ * it, as the kernel's (an rsocket holds its own rdma_cm channel).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +30,28 @@
 #include <unistd.h>
 
 #include "testlib.h"
+
+/* fds open on /dev/infiniband/rdma_cm */
+static int count_cm(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		tl_die("opendir");
+	while ((e = readdir(d))) {
+		char path[300], target[64];
+		ssize_t l;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		l = readlink(path, target, sizeof(target) - 1);
+		target[l > 0 ? l : 0] = '\0';
+		n += !strcmp(target, "/dev/infiniband/rdma_cm");
+	}
+	closedir(d);
+	return n;
+}
 
 static int count_fds(void)
 {
@@ -39,6 +65,32 @@ static int count_fds(void)
 		n += e->d_name[0] != '.';
 	closedir(d);
 	return n - 1; /* the DIR's own fd */
+}
+
+/* What each open fd is ("3 anon_inode:[eventfd] ..."), into buf: printed
+ * when the count grew, so a failure says what was left open. */
+static void list_fds(char *buf, size_t len)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	size_t used = 0;
+
+	buf[0] = '\0';
+	if (!d)
+		return;
+	while ((e = readdir(d)) && used < len) {
+		char path[300], target[128];
+		ssize_t n;
+
+		if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		n = readlink(path, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = '\0';
+		used += (size_t)snprintf(buf + used, len - used, " %s:%s",
+					 e->d_name, target);
+	}
+	closedir(d);
 }
 
 static long rss_kib(void)
@@ -87,14 +139,22 @@ int main(int argc, char **argv)
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
 				 .ai_flags = AI_NUMERICHOST},
 			*ai;
-	const char *hold =
-	    argc > 6 && !strcmp(argv[5], "--hold") ? argv[6] : NULL;
+	const char *hold = NULL;
+	bool strict = false;
 	int n, warm;
 	char buf[8];
 
+	for (int a = 5; a < argc; a++) {
+		if (!strcmp(argv[a], "--hold") && a + 1 < argc)
+			hold = argv[++a];
+		else if (!strcmp(argv[a], "--strict"))
+			strict = true;
+		else
+			argc = 0; /* usage */
+	}
 	if (argc < 5)
 		return fprintf(stderr, "usage: cycles server|client ADDR PORT "
-				       "N [--hold FILE]\n"),
+				       "N [--hold FILE] [--strict]\n"),
 		       2;
 	n = atoi(argv[4]);
 	if (getaddrinfo(argv[2], argv[3], &hints, &ai))
@@ -127,16 +187,20 @@ int main(int argc, char **argv)
 	warm = n / 10 > 20 ? n / 10 : 20;
 	if (warm > n)
 		warm = n;
+	char fds0[1024] = "", fds1[1024];
 	int fd0 = 0;
 	long rss0 = 0;
 	struct timespec t0, t1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int cm0 = count_cm();
+
 	for (int i = 0; i < n; i++) {
 		int fd;
 
 		if (i == warm) {
 			fd0 = count_fds();
+			list_fds(fds0, sizeof(fds0));
 			rss0 = rss_kib();
 		}
 		fd = socket(ai->ai_family, SOCK_STREAM, 0);
@@ -148,6 +212,15 @@ int main(int argc, char **argv)
 		    memcmp(buf, &i, sizeof(i)))
 			tl_die("echo");
 		close(fd);
+		if (strict && count_cm() != cm0) {
+			char now[1024];
+
+			list_fds(now, sizeof(now));
+			printf("client: cycle %d: %d rdma_cm fds before the "
+			       "first socket, %d after this close:%s\n",
+			       i, cm0, count_cm(), now);
+			return 1;
+		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	int fd1 = count_fds();
@@ -157,6 +230,12 @@ int main(int argc, char **argv)
 
 	printf("client: %d cycles; fds %d -> %d; RSS %ld -> %ld KiB\n", n, fd0,
 	       fd1, rss0, rss1);
+	if (fd1 > fd0) {
+		list_fds(fds1, sizeof(fds1));
+		printf(
+		    "client: fds after warm-up:%s\nclient: fds at the end:%s\n",
+		    fds0, fds1);
+	}
 	fprintf(
 	    stderr,
 	    "FIGURE: %d connect/echo/close cycles in %.1f s (%.1f ms each)\n",

@@ -3,6 +3,9 @@
 # 1000) over RDMA (ERDMA_SHIM=require) must leave the client's fd count and
 # RSS where they were after warm-up, and no QP in either process once all
 # connections are closed (rdma res, both processes held alive at the end).
+# Then (slowed): the connect thread slowed as it lets go of each socket it
+# connected (tests/inject/slowclose.so) while the program closes it: each
+# close() still takes its connection, rsocket fds included, with it.
 . "$(dirname "$0")/lib/common.bash"
 N=${ERDMA_CYCLES:-$(pick 1000 300)} # 300 in the light (ASan) pass
 C=$PROGS/cycles
@@ -29,4 +32,18 @@ wait "$spid" || fail "server: $(cat "$WORK/server")"
 grep '^client:' "$WORK/client"
 grep '^FIGURE:' "$WORK/client" || true
 [ "$q" = "0 0" ] || fail "QPs left after every connection closed: server/client $q"
-echo "RESULT: $N RDMA connect/close cycles: no fd, RSS or QP growth (QPs left: $q)"
+
+M=24
+inj=$ROOT/build/tests/inject/slowclose.so
+[ -f "$inj" ] || fail "no $inj (make)"
+bg "$WORK/sserver" env "${san[@]}" LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout 120 "$C" server "$IP0" 0 "$M"
+spid=$BG_PID
+wait_for "$WORK/sserver" '^ready ' 30
+if ! env "${san[@]}" LD_PRELOAD="$PRELOAD:$inj" ERDMA_SHIM=require ERDMA_INJECT_CLOSE_MS=200 \
+	timeout 120 "$C" client "$IP0" "$(port_of "$WORK/sserver")" "$M" --strict >"$WORK/sclient" 2>&1; then
+	kill "$spid" 2>/dev/null
+	fail "slowed: $(cat "$WORK/sclient")"
+fi
+wait "$spid" || fail "slowed server: $(cat "$WORK/sserver")"
+grep '^client:' "$WORK/sclient" | sed 's/^/slowed /'
+echo "RESULT: $N RDMA connect/close cycles: no fd, RSS or QP growth (QPs left: $q); $M with the connect thread slowed: every close took its connection's fds"
