@@ -1071,8 +1071,7 @@ static int wait_settled(struct shim_sock *s, int ms)
 	pthread_cleanup_push(wait_cancelled, NULL);
 	do
 		r = shim_settle_wait(s, ms);
-	while (r == -EINTR && !shim_sig_waiting() && ms < 0 &&
-	       shim_eintr_restarts());
+	while (shim_wait_restarts(r, ms));
 	pthread_cleanup_pop(0);
 	return r;
 }

@@ -87,8 +87,7 @@ static int wait_for(struct shim_sock *s, short ev, const struct timeval *tmo,
 			return -EAGAIN;
 		/* a handler waiting runs at the call's end, which then
 		 * makes the call again if the kernel would (RDMA_CALL_F) */
-		if (r == -EINTR && !shim_sig_waiting() && ms < 0 &&
-		    shim_eintr_restarts())
+		if (shim_wait_restarts(r, ms))
 			continue;
 		return r < 0 ? r : 0;
 	}

@@ -200,6 +200,6 @@ ssize_t shim_connecting_io(struct shim_sock *s, bool dontwait,
 		return -EAGAIN;
 	do
 		r = shim_settle_wait(s, ms);
-	while (r == -EINTR && ms < 0 && shim_eintr_restarts());
+	while (shim_wait_restarts(r, ms));
 	return r;
 }

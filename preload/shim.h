@@ -8,6 +8,8 @@
 
 #include "base.h"
 
+#include <errno.h>
+
 /* handover.c: fresh RDMA connections handed over at fork */
 struct shim_sock;
 int shim_handover_now(int fd, struct shim_sock *s);
@@ -15,6 +17,16 @@ int shim_handover_now(int fd, struct shim_sock *s);
 /* sig.c: would the kernel restart a socket call that a handler interrupted
  * (SA_RESTART, no socket timeout)?  Asked after an internal wait's EINTR. */
 bool shim_eintr_restarts(void);
+/* An internal wait without a timeout (ms < 0) of a blocking call ended
+ * with r: go on waiting, as the kernel would restart the call?  Only when
+ * r is EINTR, no handler waits to run at the call's end (that end makes
+ * the call again if it should: shim_sig_deliver) and every caught signal
+ * has SA_RESTART. */
+static inline bool shim_wait_restarts(long r, int ms)
+{
+	return r == -EINTR && ms < 0 && !shim_sig_waiting() &&
+	       shim_eintr_restarts();
+}
 /* At an exported call's end, with handlers waiting for it (sigdefer.h):
  * run them, and say whether the call starts again (its result r was
  * -EINTR and the kernel would restart it; timed: a socket timeout). */

@@ -517,8 +517,7 @@ static int accept_wait(int kfd, struct shim_sock *s, int64_t *deadline)
 		r = shim_sig_poll(p, 2, left);
 		if (r >= 0)
 			return 0;
-		if (r != -EINTR || timed || shim_sig_waiting() ||
-		    !shim_eintr_restarts())
+		if (!shim_wait_restarts(r, left))
 			return r;
 	}
 }
