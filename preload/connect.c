@@ -1009,6 +1009,25 @@ SHIM_STARTUP(CONNECT, .start = shim_connect_start,
 	     .parent = shim_connect_fork_parent,
 	     .child = shim_connect_fork_reset);
 
+/*
+ * After a refusal under require (kernel_refused) the kernel's socket says
+ * what follows: the refusal's error to the connect that collects it (a
+ * new connect after that tries anew).  1: none was pending.  Not
+ * cancellable: the answer is taken before the call that tells it.
+ */
+static int collect_refusal(int fd, struct shim_sock *s,
+			   const struct sockaddr *addr, socklen_t len)
+{
+	int r, cs;
+
+	if (!__atomic_exchange_n(&s->refused, false, __ATOMIC_RELAXED))
+		return 1;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
+	pthread_setcancelstate(cs, NULL);
+	return r;
+}
+
 /* connect with a reference to s held; 0, -errno, 1: make the call
  * again (the connect under way ended), or CONNECT_WAIT. */
 static int connect_held(int fd, struct shim_sock *s,
@@ -1049,11 +1068,8 @@ static int connect_held(int fd, struct shim_sock *s,
 		return -EISCONN; /* what Linux says for a listening socket */
 	if (kind == SHIM_SK_DEAD)
 		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
-	/* After a refusal (kernel_refused) the kernel says what follows: its
-	 * error or ECONNABORTED, and a new connect after that. */
-	if (__atomic_exchange_n(&s->refused, false, __ATOMIC_RELAXED))
-		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
-	return connect_slow(fd, s, addr, len);
+	r = collect_refusal(fd, s, addr, len);
+	return r != 1 ? r : connect_slow(fd, s, addr, len);
 }
 
 /* A cancel in connect_wait: its edge goes with it (settle.c puts s). */
@@ -1179,7 +1195,7 @@ static int settled_answer(int fd, struct shim_sock *s,
 			  const struct sockaddr *addr, socklen_t len,
 			  int64_t end)
 {
-	int r, cs;
+	int r;
 
 	switch (__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE)) {
 	case SHIM_SK_RDMA:
@@ -1195,12 +1211,8 @@ static int settled_answer(int fd, struct shim_sock *s,
 		/* refused under require: the kernel socket is, too */
 		if (shim_fd_get(fd) != s)
 			return -EBADF;
-		if (!__atomic_exchange_n(&s->refused, false, __ATOMIC_RELAXED))
-			return -ECONNABORTED; /* told to another call */
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-		r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
-		pthread_setcancelstate(cs, NULL);
-		return r;
+		r = collect_refusal(fd, s, addr, len);
+		return r == 1 ? -ECONNABORTED : r; /* 1: told to another call */
 	}
 	return 1;
 }
@@ -1231,6 +1243,24 @@ static int connect_wait(int fd, struct shim_sock *s,
 	return r == -EAGAIN ? -EINPROGRESS : r;
 }
 
+static void put_cancelled(void *s)
+{
+	shim_sock_put(s);
+}
+
+/* connect_held, where a cancel (in the kernel's connect of an inherited
+ * one under way, SHIM_SK_DEAD) puts s. */
+static int connect_held_cancellable(int fd, struct shim_sock *s,
+				    const struct sockaddr *addr, socklen_t len)
+{
+	int r;
+
+	pthread_cleanup_push(put_cancelled, s);
+	r = connect_held(fd, s, addr, len);
+	pthread_cleanup_pop(0);
+	return r;
+}
+
 /* connect on a sock of ours: out of line, so that the kernel-fd path
  * stays short (connect_held is large).  A restart is a loop, as the
  * kernel's restart of the call: with the fd as it is by then. */
@@ -1242,11 +1272,11 @@ static __attribute__((noinline)) int connect_ours(int fd, struct shim_sock *s,
 
 	pthread_testcancel(); /* a pending cancel: before anything is done */
 	for (;;) {
+		/* a close() came first: the fd is another's now */
 		if (unlikely(!shim_sock_tryget(
 			fd, s, ~SHIM_KINDS_WITH(SHIM_KF_KERNEL))))
-			return connect(fd, addr,
-				       len); /* a close() came first */
-		r = connect_held(fd, s, addr, len);
+			return connect(fd, addr, len);
+		r = connect_held_cancellable(fd, s, addr, len);
 		if (r == CONNECT_WAIT)
 			r = connect_wait(fd, s, addr, len);
 		else
