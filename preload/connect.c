@@ -511,7 +511,7 @@ static int inbox_efd = -1;
 static bool conn_thread_up;
 /* A close waiting for the connect thread to let go (conn_last_fd). */
 static pthread_cond_t let_go_cv = PTHREAD_COND_INITIALIZER;
-#define LET_GO_WAIT_MS 1000
+#define LET_GO_WAIT_MS 500
 
 /* The rendezvous ended with rsocket rs: s is an RDMA connection. */
 static void settle_rdma(struct nb_conn *c, int rs)
@@ -644,14 +644,17 @@ static void settle_tcp(struct nb_conn *c, int rs, const char *why)
 }
 
 /*
- * The connect thread is done with c's socket: its duplicate closes and its
- * reference goes.  A close() of the socket's last fd that came after the
- * rendezvous ended waits for this (conn_last_fd), and the release is then
- * that close's: the rsocket and its QP are gone when close() returns, as
- * for any connection, not a moment later on this thread.  So the count
- * drops here under inbox_mu unless this is the last reference, which no
- * waiting close holds, and a fork's child sees the flag and the reference
- * both or neither.
+ * The connect thread is done with c's socket: its duplicate of the kernel
+ * socket closes and its reference goes.  A close() of the socket's last fd
+ * that came after the rendezvous ended waits for this (conn_last_fd), and
+ * the release is then that close's: the rsocket and its QP (or, after a
+ * fallback, the kernel connection: the duplicate held its file) are gone
+ * when close() returns, as for any connection, not a moment later on this
+ * thread.  So all of it is done under inbox_mu, where that close looks:
+ * the count of s's connect references first, s untouched after its
+ * reference drops, which it does here unless it is the last one (no close
+ * waits then).  A fork's child sees the count and the reference both or
+ * neither.
  */
 static void conn_let_go(struct nb_conn *c)
 {
@@ -661,7 +664,7 @@ static void conn_let_go(struct nb_conn *c)
 	pthread_mutex_lock(&inbox_mu);
 	REAL(close)(c->kfd);
 	c->kfd = -1;
-	__atomic_store_n(&s->cthread, false, __ATOMIC_RELEASE);
+	s->cthreads--;
 	c->holds = false;
 	last = !shim_sock_put_unless_last(s);
 	pthread_cond_broadcast(&let_go_cv);
@@ -671,28 +674,30 @@ static void conn_let_go(struct nb_conn *c)
 }
 
 /*
- * The last fd of RDMA connection s closes (sockfd.c), perhaps between the
- * connect thread's end of its rendezvous and conn_let_go: wait for that,
- * so the release is this close's.  What is left there is a few calls that
- * wait for nothing on the network: the bound is for a thread descheduled
- * for long, after which the release comes late, as before.  Handlers wait
- * (inbox_mu is held around the wait) and run at the end.
+ * The last fd of s, which a connect made, closes (sockfd.c), perhaps
+ * between the connect thread's end of the rendezvous and conn_let_go:
+ * wait for that, so the release is this close's.  What the thread does
+ * there waits for nothing on the network: the bound is for a thread
+ * descheduled for long, after which the release comes late, as before.
+ * Handlers wait through it (none runs with inbox_mu held) and run at the
+ * exported call's end (close's edge), or here.
  */
 static void conn_last_fd(struct shim_sock *s)
 {
 	struct timespec dl;
 	int cs;
 
-	if (!__atomic_load_n(&s->cthread, __ATOMIC_ACQUIRE))
-		return;
 	/* a cancel inside the wait would leave inbox_mu held */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	shim_sig_hold();
-	dl = shim_deadline(CLOCK_MONOTONIC, LET_GO_WAIT_MS);
 	pthread_mutex_lock(&inbox_mu);
-	while (s->cthread && !pthread_cond_clockwait(&let_go_cv, &inbox_mu,
-						     CLOCK_MONOTONIC, &dl))
-		;
+	if (s->cthreads) {
+		dl = shim_deadline(CLOCK_MONOTONIC, LET_GO_WAIT_MS);
+		while (s->cthreads &&
+		       !pthread_cond_clockwait(&let_go_cv, &inbox_mu,
+					       CLOCK_MONOTONIC, &dl))
+			;
+	}
 	pthread_mutex_unlock(&inbox_mu);
 	shim_sig_unhold();
 	pthread_setcancelstate(cs, NULL);
@@ -923,7 +928,8 @@ static int connect_async(int fd, struct shim_sock *s,
 	c->kfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
 	if (c->kfd >= 0) {
 		shim_sock_get(s); /* the connect thread's (conn_let_go) */
-		s->cthread = c->holds = true;
+		s->cthreads++;
+		c->holds = true;
 		c->next = inbox;
 		inbox = c;
 	}
@@ -960,7 +966,7 @@ static void close_dups(struct nb_conn *c)
 		if (c->kfd >= 0)
 			REAL(close)(c->kfd);
 		if (c->holds)
-			c->s->cthread = false;
+			c->s->cthreads--;
 	}
 }
 
@@ -994,7 +1000,8 @@ static const struct shim_kind_ops connecting_ops = {
     .fork_child = shim_connect_fork_child,
 };
 
-/* A connection a connect made: its last close waits for the thread. */
+/* What a connect's rendezvous ends as, on RDMA or the kernel's own
+ * connection: its last close waits for the thread (conn_last_fd). */
 static const struct shim_kind_ops connected_ops = {
     .last_fd = conn_last_fd,
 };
@@ -1003,6 +1010,7 @@ static void shim_connect_start(void)
 {
 	shim_kind_set_ops(SHIM_SK_CONNECTING, &connecting_ops);
 	shim_kind_set_ops(SHIM_SK_RDMA, &connected_ops);
+	shim_kind_set_ops(SHIM_SK_DEAD, &connected_ops);
 }
 SHIM_STARTUP(CONNECT, .start = shim_connect_start,
 	     .prepare = shim_connect_fork_prepare,

@@ -197,7 +197,7 @@ static int hand_over(int fd, struct shim_sock *s)
 	shim_sock_get(s);
 	r->s = s;
 	r->live = 2;
-	shim_fd_install(fd, ns); /* drops fd's reference to s */
+	shim_fd_replace(fd, ns); /* drops fd's reference to s */
 	r->next = pending;
 	pending = r;
 	return 0;

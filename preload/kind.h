@@ -134,14 +134,16 @@ const char *shim_kind_name(int kind);
  *   (epoll.c: the set's registrations; socket.c: the listener's door);
  * - fork_child: in a fork child, for each fd that names such a sock (a
  *   dup'ed sock once per fd): what the parent's RDMA was becomes the
- *   child's (fork.c).
+ *   child's (fork.c);
+ * - last_fd: the program closed the last fd naming s (close, dup2 over
+ *   it, close_range), the fd's reference still held (sockfd.c); not for
+ *   a fork's handover, which puts another sock on the same file.
  * Set at the room's start step; a NULL slot is "nothing to do".
  */
 typedef void shim_kind_fn(struct shim_sock *s);
 struct shim_kind_ops {
 	shim_kind_fn *release;
 	shim_kind_fn *fork_child;
-	/* the last fd of s was closed; the fd's reference is still held */
 	shim_kind_fn *last_fd;
 };
 /* Set ops's non-NULL slots for kind (a room may set some, another

@@ -50,8 +50,8 @@ struct shim_sock {
 	 * unreadable there under ASan (sock.c, pool_poison). */
 	struct shim_sock *next_free;
 	int fdrefs;    /* atomic: fds only (dup shares the sock) */
-	bool cthread;  /* the connect thread holds a reference (connect.c,
-			* under its inbox_mu) */
+	int cthreads;  /* the connect thread's references (connect.c, under
+			* its inbox_mu) */
 	int ep_regs;   /* atomic: epoll registrations naming this sock */
 	int ep_parked; /* atomic: a sleeping epoll_wait stopped watching it */
 	/* epoll.c's registrations naming this sock, linked through their

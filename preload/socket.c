@@ -912,14 +912,30 @@ SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 	return names_slow(fd, s, addr.__sockaddr__, len, true);
 }
 
+/* Handlers that waited in the shim's part (a close waiting for the
+ * connect thread: connect.c, conn_last_fd) run at the end, once the sock
+ * is let go of. */
+static __attribute__((noinline)) int close_ours(int fd, struct shim_sock *s)
+{
+	int r, e;
+
+	shim_sig_edge_enter();
+	shim_fd_forget(fd, s);
+	r = REAL(close)(fd);
+	e = errno;
+	if (shim_sig_edge_leave())
+		(void)shim_sig_run();
+	errno = e;
+	return r;
+}
+
 SHIM_EXPORT int close(int fd)
 {
 	struct shim_sock *s = shim_fd_get(fd);
 
 	if (likely(!s))
 		return REAL(close)(fd);
-	shim_fd_forget(fd, s);
-	return REAL(close)(fd);
+	return close_ours(fd, s);
 }
 
 static void forget_range(unsigned int first, unsigned int last)

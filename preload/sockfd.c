@@ -5,8 +5,9 @@
 #include "log.h"
 #include "stats.h"
 
-/* Put s on fd, dropping whatever a close we never saw left there. */
-void shim_fd_install(int fd, struct shim_sock *s)
+/* Put s on fd, dropping whatever a close we never saw left there;
+ * closing: that is the program's close of the old file (last_fd). */
+static void fd_install(int fd, struct shim_sock *s, bool closing)
 {
 	struct shim_sock *stale;
 
@@ -24,7 +25,7 @@ void shim_fd_install(int fd, struct shim_sock *s)
 			shim_kind_fn *last =
 			    shim_kind_ops(shim_kind(stale))->last_fd;
 
-			if (last)
+			if (last && closing)
 				last(stale);
 			if (stale->stat_ref)
 				shim_stat_release(stale);
@@ -35,6 +36,16 @@ void shim_fd_install(int fd, struct shim_sock *s)
 		}
 		shim_sock_put(stale);
 	}
+}
+
+void shim_fd_install(int fd, struct shim_sock *s)
+{
+	fd_install(fd, s, true);
+}
+
+void shim_fd_replace(int fd, struct shim_sock *s)
+{
+	fd_install(fd, s, false);
 }
 
 void shim_fd_share(int oldfd, int newfd)

@@ -13,6 +13,9 @@
 
 /* Put s on fd (NULL clears), releasing a stale entry. */
 void shim_fd_install(int fd, struct shim_sock *s);
+/* The same, for a sock that takes over the same file (a fork's handover):
+ * no close of the old one (struct shim_kind_ops, last_fd). */
+void shim_fd_replace(int fd, struct shim_sock *s);
 /* fd, sock s, is about to be closed (close, fclose): wait out a fork's
  * handover of its connection (after it, fd names whatever the handover
  * left there), then forget fd before the real close lets the number be
