@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -104,6 +105,21 @@ static long rss_kib(void)
 	return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* this process's threads (the shim's reapers among them) */
+static int threads(void)
+{
+	char line[128];
+	int n = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
+}
+
 static void hold_until(const char *hold)
 {
 	struct stat sb;
@@ -152,6 +168,10 @@ int main(int argc, char **argv)
 		else
 			argc = 0; /* usage */
 	}
+	/* RSS counts 4 KiB pages: with transparent huge pages "always"
+	 * (Debian's kernel, the bed's VM) khugepaged may fold a heap range
+	 * into one 2 MiB page at any moment, which is no leak */
+	prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
 	if (argc < 5)
 		return fprintf(stderr, "usage: cycles server|client ADDR PORT "
 				       "N [--hold FILE] [--strict]\n"),
@@ -188,7 +208,7 @@ int main(int argc, char **argv)
 	if (warm > n)
 		warm = n;
 	char fds0[1024] = "", fds1[1024];
-	int fd0 = 0;
+	int fd0 = 0, th0 = 0;
 	long rss0 = 0;
 	struct timespec t0, t1;
 
@@ -202,6 +222,7 @@ int main(int argc, char **argv)
 			fd0 = count_fds();
 			list_fds(fds0, sizeof(fds0));
 			rss0 = rss_kib();
+			th0 = threads();
 		}
 		fd = socket(ai->ai_family, SOCK_STREAM, 0);
 		if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen))
@@ -228,8 +249,9 @@ int main(int argc, char **argv)
 	double secs =
 	    (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 
-	printf("client: %d cycles; fds %d -> %d; RSS %ld -> %ld KiB\n", n, fd0,
-	       fd1, rss0, rss1);
+	printf("client: %d cycles; fds %d -> %d; RSS %ld -> %ld KiB; threads "
+	       "%d -> %d\n",
+	       n, fd0, fd1, rss0, rss1, th0, threads());
 	if (fd1 > fd0) {
 		list_fds(fds1, sizeof(fds1));
 		printf(
