@@ -512,6 +512,9 @@ static bool conn_thread_up;
 /* A close waiting for the connect thread to let go (conn_last_fd). */
 static pthread_cond_t let_go_cv = PTHREAD_COND_INITIALIZER;
 #define LET_GO_WAIT_MS 500
+/* conn_let_go under way (seq_cst): a close that reads a sock's cthreads
+ * 0 outside the lock looks here before it trusts that. */
+static int letting_go;
 
 /* The rendezvous ended with rsocket rs: s is an RDMA connection. */
 static void settle_rdma(struct nb_conn *c, int rs)
@@ -664,9 +667,11 @@ static void conn_let_go(struct nb_conn *c)
 	pthread_mutex_lock(&inbox_mu);
 	REAL(close)(c->kfd);
 	c->kfd = -1;
-	s->cthreads--;
+	__atomic_add_fetch(&letting_go, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&s->cthreads, 1, __ATOMIC_SEQ_CST);
 	c->holds = false;
 	last = !shim_sock_put_unless_last(s);
+	__atomic_sub_fetch(&letting_go, 1, __ATOMIC_SEQ_CST);
 	pthread_cond_broadcast(&let_go_cv);
 	pthread_mutex_unlock(&inbox_mu);
 	if (last)
@@ -679,14 +684,20 @@ static void conn_let_go(struct nb_conn *c)
  * wait for that, so the release is this close's.  What the thread does
  * there waits for nothing on the network: the bound is for a thread
  * descheduled for long, after which the release comes late, as before.
- * Handlers wait through it (none runs with inbox_mu held) and run at the
- * exported call's end (close's edge), or here.
+ * Without the lock when no connect of s is left (the common case, and
+ * every accepted connection): cthreads read 0 while a let-go is under way
+ * could be one between its count and its reference, so letting_go is
+ * read after it.  Handlers wait through it (none runs with inbox_mu held,
+ * unless SHIM_SIGQ of them already wait) and run once s is put (sockfd.c).
  */
 static void conn_last_fd(struct shim_sock *s)
 {
 	struct timespec dl;
 	int cs;
 
+	if (!__atomic_load_n(&s->cthreads, __ATOMIC_SEQ_CST) &&
+	    !__atomic_load_n(&letting_go, __ATOMIC_SEQ_CST))
+		return;
 	/* a cancel inside the wait would leave inbox_mu held */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	shim_sig_hold();
@@ -701,7 +712,6 @@ static void conn_last_fd(struct shim_sock *s)
 	pthread_mutex_unlock(&inbox_mu);
 	shim_sig_unhold();
 	pthread_setcancelstate(cs, NULL);
-	shim_sig_run_if_free();
 }
 
 /* c's rendezvous ended: r 0 (connected, c->rs) or -errno.  Under
@@ -889,6 +899,23 @@ static int conn_thread_start_locked(void)
 	return 0;
 }
 
+/*
+ * inbox_mu in a program's thread: its handlers wait meanwhile (and run at
+ * connect_async's end), so none that closes a connection can come to
+ * conn_last_fd, which takes the lock, on a thread that holds it.
+ */
+static void inbox_lock_prog(void)
+{
+	shim_sig_hold();
+	pthread_mutex_lock(&inbox_mu);
+}
+
+static void inbox_unlock_prog(void)
+{
+	pthread_mutex_unlock(&inbox_mu);
+	shim_sig_unhold();
+}
+
 /* EINPROGRESS with the rendezvous handed to the connect thread, or
  * -ENOTSUP: connect_slow does it all (not eligible: it falls back and
  * says why; no thread). */
@@ -905,9 +932,9 @@ static int connect_async(int fd, struct shim_sock *s,
 	/* connect_slow says why it falls back */
 	if (rdma_eligible(dst, &c->rdst, &why) < 0 || sg_fds_check() < 0)
 		goto sync;
-	pthread_mutex_lock(&inbox_mu);
+	inbox_lock_prog();
 	r = conn_thread_start_locked();
-	pthread_mutex_unlock(&inbox_mu);
+	inbox_unlock_prog();
 	if (r < 0)
 		goto sync;
 	if (reserve_port(fd, s, dst, &c->src, &c->srclen) < 0)
@@ -924,16 +951,16 @@ static int connect_async(int fd, struct shim_sock *s,
 	c->deadline = shim_now_ms() + (int64_t)shim_cfg.connect_timeout_ms;
 	/* The duplicate is listed at once, not ready yet: a fork from
 	 * another thread meanwhile must find it (shim_connect_fork_reset). */
-	pthread_mutex_lock(&inbox_mu);
+	inbox_lock_prog();
 	c->kfd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
 	if (c->kfd >= 0) {
 		shim_sock_get(s); /* the connect thread's (conn_let_go) */
-		s->cthreads++;
+		__atomic_add_fetch(&s->cthreads, 1, __ATOMIC_SEQ_CST);
 		c->holds = true;
 		c->next = inbox;
 		inbox = c;
 	}
-	pthread_mutex_unlock(&inbox_mu);
+	inbox_unlock_prog();
 	if (c->kfd < 0)
 		goto sync;
 	c->reuse = iwarp_share_port(c->kfd);
@@ -942,9 +969,11 @@ static int connect_async(int fd, struct shim_sock *s,
 	shim_sock_ev_changed(s); /* its registrations are emulated */
 	__atomic_store_n(&c->ready, true, __ATOMIC_RELEASE);
 	(void)eventfd_write(inbox_efd, 1);
+	shim_sig_run_if_free();
 	return -EINPROGRESS;
 sync:
 	free(c);
+	shim_sig_run_if_free();
 	return -ENOTSUP;
 }
 
@@ -966,7 +995,8 @@ static void close_dups(struct nb_conn *c)
 		if (c->kfd >= 0)
 			REAL(close)(c->kfd);
 		if (c->holds)
-			c->s->cthreads--;
+			__atomic_sub_fetch(&c->s->cthreads, 1,
+					   __ATOMIC_RELAXED);
 	}
 }
 

@@ -31,7 +31,8 @@ enum shim_kind {
 	SHIM_SK_RDMA,	/* connection carried by an rsocket */
 	SHIM_SK_LISTEN, /* kernel listener plus an rsocket listener */
 	SHIM_SK_EPOLL,	/* an epoll fd with RDMA registrations */
-	SHIM_SK_DEAD,	/* inherited over fork: the kernel fd answers */
+	SHIM_SK_DEAD,	/* inherited over fork, or a connect fell back:
+			 * the kernel fd answers */
 	SHIM_SK_SVC,	/* librdmacm's service-thread socket (see svc.c) */
 	SHIM_SK_RELAY,	/* handed over at fork (handover.c): a loopback TCP
 			 * socket whose peer a relay feeds from the rsocket */

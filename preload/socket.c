@@ -912,19 +912,29 @@ SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 	return names_slow(fd, s, addr.__sockaddr__, len, true);
 }
 
-/* Handlers that waited in the shim's part (a close waiting for the
- * connect thread: connect.c, conn_last_fd) run at the end, once the sock
- * is let go of. */
+/*
+ * Handlers held in the shim's part (a close waiting for the connect
+ * thread: connect.c, conn_last_fd) run at the end, after the real close,
+ * unless the shim is still inside something of its own (librdmacm closes
+ * its service socket from inside raccept).  That close then is not a
+ * cancellation point: a cancel there would lose them.
+ */
 static __attribute__((noinline)) int close_ours(int fd, struct shim_sock *s)
 {
-	int r, e;
+	int r, e, cs;
 
 	shim_sig_edge_enter();
 	shim_fd_forget(fd, s);
+	if (likely(!shim_sig_waiting())) {
+		(void)shim_sig_edge_leave();
+		return REAL(close)(fd);
+	}
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	r = REAL(close)(fd);
 	e = errno;
+	pthread_setcancelstate(cs, NULL);
 	if (shim_sig_edge_leave())
-		(void)shim_sig_run();
+		shim_sig_run_if_free();
 	errno = e;
 	return r;
 }

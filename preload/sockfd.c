@@ -10,6 +10,7 @@
 static void fd_install(int fd, struct shim_sock *s, bool closing)
 {
 	struct shim_sock *stale;
+	bool edge = false;
 
 	if (s && !shim_sock_is_sentinel(s))
 		__atomic_add_fetch(&s->fdrefs, 1, __ATOMIC_RELAXED);
@@ -25,8 +26,13 @@ static void fd_install(int fd, struct shim_sock *s, bool closing)
 			shim_kind_fn *last =
 			    shim_kind_ops(shim_kind(stale))->last_fd;
 
-			if (last && closing)
+			/* handlers held in it run once stale is put (or
+			 * at the end of the exported call around this) */
+			if (last && closing) {
+				shim_sig_edge_enter();
+				edge = true;
 				last(stale);
+			}
 			if (stale->stat_ref)
 				shim_stat_release(stale);
 			if (__atomic_load_n(&stale->ep_regs, __ATOMIC_SEQ_CST))
@@ -36,6 +42,8 @@ static void fd_install(int fd, struct shim_sock *s, bool closing)
 		}
 		shim_sock_put(stale);
 	}
+	if (edge && shim_sig_edge_leave())
+		shim_sig_run_if_free();
 }
 
 void shim_fd_install(int fd, struct shim_sock *s)

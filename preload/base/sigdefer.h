@@ -74,7 +74,8 @@ static inline bool shim_sig_edge_leave(void)
  * handlers wait as in the sleep: one that jumps away from inside it would
  * leave what the call set up (a ring's accept armed, a connection taken)
  * behind.  Nothing inside may block for long but shim_sig_poll, which
- * the waiting handlers end. */
+ * the waiting handlers end (connect.c's conn_last_fd waits at most 0.5 s
+ * for the connect thread, which a handler could not speed up). */
 static inline void shim_sig_hold(void)
 {
 	__atomic_add_fetch(&shim_sigd.hold, 1, __ATOMIC_SEQ_CST);
