@@ -32,8 +32,9 @@
 
 #include "testlib.h"
 
-/* fds open on /dev/infiniband/rdma_cm */
-static int count_cm(void)
+/* What this process's fds are: fn(number, what /proc says it is, arg)
+ * for each (the directory's own fd left out); how many there were. */
+static int each_fd(void (*fn)(int fd, const char *what, void *arg), void *arg)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
@@ -42,13 +43,18 @@ static int count_cm(void)
 	if (!d)
 		tl_die("opendir");
 	while ((e = readdir(d))) {
-		char path[300], target[64];
+		char path[300], what[128];
 		ssize_t l;
+		int fd = atoi(e->d_name);
 
+		if (e->d_name[0] == '.' || fd == dirfd(d))
+			continue;
 		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		l = readlink(path, target, sizeof(target) - 1);
-		target[l > 0 ? l : 0] = '\0';
-		n += !strcmp(target, "/dev/infiniband/rdma_cm");
+		l = readlink(path, what, sizeof(what) - 1);
+		what[l > 0 ? l : 0] = '\0';
+		if (fn)
+			fn(fd, what, arg);
+		n++;
 	}
 	closedir(d);
 	return n;
@@ -56,42 +62,46 @@ static int count_cm(void)
 
 static int count_fds(void)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		tl_die("opendir");
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1; /* the DIR's own fd */
+	return each_fd(NULL, NULL);
 }
 
-/* What each open fd is ("3 anon_inode:[eventfd] ..."), into buf: printed
+static void count_one_cm(int fd, const char *what, void *arg)
+{
+	(void)fd;
+	*(int *)arg += !strcmp(what, "/dev/infiniband/rdma_cm");
+}
+
+/* fds open on /dev/infiniband/rdma_cm */
+static int count_cm(void)
+{
+	int n = 0;
+
+	each_fd(count_one_cm, &n);
+	return n;
+}
+
+struct fd_list {
+	char *buf;
+	size_t len, used;
+};
+
+static void list_one(int fd, const char *what, void *arg)
+{
+	struct fd_list *l = arg;
+
+	if (l->used < l->len)
+		l->used += (size_t)snprintf(l->buf + l->used, l->len - l->used,
+					    " %d:%s", fd, what);
+}
+
+/* What each open fd is ("3:anon_inode:[eventfd] ..."), into buf: printed
  * when the count grew, so a failure says what was left open. */
 static void list_fds(char *buf, size_t len)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	size_t used = 0;
+	struct fd_list l = {.buf = buf, .len = len};
 
 	buf[0] = '\0';
-	if (!d)
-		return;
-	while ((e = readdir(d)) && used < len) {
-		char path[300], target[128];
-		ssize_t n;
-
-		if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d))
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		n = readlink(path, target, sizeof(target) - 1);
-		target[n > 0 ? n : 0] = '\0';
-		used += (size_t)snprintf(buf + used, len - used, " %s:%s",
-					 e->d_name, target);
-	}
-	closedir(d);
+	each_fd(list_one, &l);
 }
 
 static long rss_kib(void)
