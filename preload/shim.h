@@ -8,8 +8,6 @@
 
 #include "base.h"
 
-#include <errno.h>
-
 /* handover.c: fresh RDMA connections handed over at fork */
 struct shim_sock;
 int shim_handover_now(int fd, struct shim_sock *s);
@@ -22,11 +20,7 @@ bool shim_eintr_restarts(void);
  * r is EINTR, no handler waits to run at the call's end (that end makes
  * the call again if it should: shim_sig_deliver) and every caught signal
  * has SA_RESTART. */
-static inline bool shim_wait_restarts(long r, int ms)
-{
-	return r == -EINTR && ms < 0 && !shim_sig_waiting() &&
-	       shim_eintr_restarts();
-}
+bool shim_wait_restarts(long r, int ms);
 /* At an exported call's end, with handlers waiting for it (sigdefer.h):
  * run them, and say whether the call starts again (its result r was
  * -EINTR and the kernel would restart it; timed: a socket timeout). */

@@ -49,6 +49,12 @@ bool shim_eintr_restarts(void)
 	return restart;
 }
 
+bool shim_wait_restarts(long r, int ms)
+{
+	return r == -EINTR && ms < 0 && !shim_sig_waiting() &&
+	       shim_eintr_restarts();
+}
+
 /* The handlers waiting ran; their SA_RESTART says whether the call starts
  * again, as the kernel's restart goes by the handler that interrupted. */
 bool shim_sig_deliver(long r, bool timed)
