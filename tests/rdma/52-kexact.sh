@@ -62,6 +62,8 @@
 #            on the next call; made non-blocking, EALREADY; 10 blocking
 #            connects to the listener under a 2 ms SA_RESTART timer all
 #            connect (the kernel restarts them)
+#   close-fds  20 connections (connect, an 8-byte echo, both ends closed):
+#            the fd count after each close is the one after the first
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
