@@ -4,6 +4,14 @@
 # tests/progs/sigfork forks 300 times with and without the shim; the
 # outputs must be the same ("forks: 300, hung: 0").  Before the fork
 # child's reset of that lock, 6 of 12 children hung, deaf even to alarm().
+#
+# And a signal whose handler makes and closes a socket and an epoll fd,
+# raised inside fork() after the shim's prepare handlers took their fork
+# locks (tests/inject/forksig.so, preloaded last): 20 forks must return,
+# each having run the handler, as without the shim (in modes auto and
+# require: require makes the shim keep a record of the handler's socket).
+# Before the shim blocked signals across its fork handlers, the first
+# fork hung for good (the handler waited for a lock its thread held).
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -12,4 +20,17 @@ P=$PROGS/sigfork
 plain=$("$P" 300) || fail "without the shim: $plain"
 shimmed=$(LD_PRELOAD="$SHIM" "$P" 300) || fail "under the shim: $shimmed"
 [ "$plain" = "$shimmed" ] || fail "differs: without '$plain', under the shim '$shimmed'"
-result "$shimmed, with and without the shim"
+
+H=$PROGS/handlerfork
+INJ=$ROOT/build/tests/inject/forksig.so
+[ -x "$H" ] && [ -f "$INJ" ] || fail "$H or $INJ not built (run make)"
+# timeout runs outside the preload: the injector's signal would end it
+plain2=$(timeout -k 2 30 env ERDMA_INJECT_FORK_SIG=10 LD_PRELOAD="$INJ" "$H" 20) ||
+	fail "without the shim: exit $?: $plain2"
+for mode in auto require; do
+	out=$(timeout -k 2 30 env ERDMA_SHIM=$mode ERDMA_INJECT_FORK_SIG=10 \
+		LD_PRELOAD="$(shim_preload):$INJ" "$H" 20) ||
+		fail "a handler run inside fork(), ERDMA_SHIM=$mode: exit $? (124: a fork hung): $out"
+	[ "$out" = "$plain2" ] || fail "ERDMA_SHIM=$mode: '$out', without the shim '$plain2'"
+done
+result "$shimmed, with and without the shim; a handler inside fork(): $plain2, in both modes"
