@@ -13,7 +13,9 @@
 #include "startup.h"
 #include "syms.h"
 
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/auxv.h>
 
@@ -66,11 +68,30 @@ static void find_steps(void)
 			shim_err("start-up step %d not registered", i);
 }
 
+/*
+ * Signals stay blocked on the forking thread from the first prepare
+ * handler to the last parent or child one.  A handler that ran in between
+ * (a timer's, SIGCHLD's) and closed a socket or made an epoll fd would
+ * wait for a lock this very thread holds for the fork: for good.  The
+ * kernel delivers it once the fork is done, in the parent, as when a
+ * signal comes during the fork system call itself (it restarts).  Faults
+ * stay unblocked: they must run at the faulting instruction.
+ */
+static __thread sigset_t fork_mask;
+
 /* Before every fork, in the forking thread: the rooms take the locks that
  * keep fds and their records in step (released by the handlers below, in
  * parent and child). */
 static void before_fork(void)
 {
+	static const int faults[] = {SIGSEGV, SIGBUS,  SIGFPE,
+				     SIGILL,  SIGTRAP, SIGSYS};
+	sigset_t all;
+
+	sigfillset(&all);
+	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+		sigdelset(&all, faults[i]);
+	pthread_sigmask(SIG_BLOCK, &all, &fork_mask);
 	for (int i = 0; i < SHIM_STARTUP_N; i++)
 		if (steps[i] && steps[i]->prepare)
 			steps[i]->prepare();
@@ -81,19 +102,22 @@ static void parent_after_fork(void)
 	for (int i = SHIM_STARTUP_N - 1; i >= 0; i--)
 		if (steps[i] && steps[i]->parent)
 			steps[i]->parent();
+	pthread_sigmask(SIG_SETMASK, &fork_mask, NULL);
 }
 
 /*
  * Run in every fork child, also those of forks inside libc that no wrapper
  * sees (daemon(), and fork() called by other libraries' internal paths).
  * Locks first: another thread of the parent may have held one at the fork,
- * and it never lets go here (tests/rdma/46-forkstorm.sh).
+ * and it never lets go here (tests/rdma/46-forkstorm.sh).  The child's
+ * mask is the one the program forked with.
  */
 static void child_after_fork(void)
 {
 	for (int i = 0; i < SHIM_STARTUP_N; i++)
 		if (steps[i] && steps[i]->child)
 			steps[i]->child();
+	pthread_sigmask(SIG_SETMASK, &fork_mask, NULL);
 }
 
 static void do_init(void)
