@@ -1824,6 +1824,69 @@ static void case_close_fds(void)
 	    failed, grown ? "grew" : "as before after every close");
 }
 
+/* What fd is now: "closed", "a socket" or "another file". */
+static const char *fd_is(int fd)
+{
+	int t;
+	socklen_t l = sizeof(t);
+
+	if (fcntl(fd, F_GETFD) < 0)
+		return "closed";
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &l) ? "another file"
+							   : "a socket";
+}
+
+enum close_how { BY_CLOSE, BY_CLOSE_RANGE, BY_DUP2 };
+
+/* End a connection's client fd as how says, just after its connect, while
+ * a 50 ms timer's handler jumps away: over kernel TCP the call is long
+ * done when it jumps (from pause); under slowclose.so (52-kexact's second
+ * pass) it lands while the shim waits for its connect thread to let go. */
+static void close_jumped(const char *what, enum close_how how)
+{
+	struct itimerspec its = {{0, 0}, {0, 50 * 1000000L}};
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	timer_t t = thread_timer_new();
+	struct pair p;
+	sigjmp_buf jb;
+
+	if (mkpair(&p))
+		goto out;
+	if (sigsetjmp(jb, 1) == 0) {
+		jump_to = &jb;
+		timer_settime(t, 0, &its, NULL);
+		if (how == BY_CLOSE)
+			close(p.c);
+		else if (how == BY_CLOSE_RANGE)
+			close_range((unsigned int)p.c, (unsigned int)p.c, 0);
+		else
+			dup2(null, p.c);
+		for (;;)
+			pause();
+	}
+	jump_to = NULL;
+	say("%s on a connection just connected, a handler jumps away at "
+	    "50 ms -> fd is %s",
+	    what, fd_is(p.c));
+	close(p.c);
+	close(p.s);
+out:
+	timer_delete(t);
+	close(null);
+}
+
+static void case_close_jump(void)
+{
+	struct sigaction sa = {.sa_handler = on_jump};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	close_jumped("close(fd)", BY_CLOSE);
+	close_jumped("close_range(fd, fd, 0)", BY_CLOSE_RANGE);
+	close_jumped("dup2(/dev/null, fd)", BY_DUP2);
+	uncatch(SIGALRM);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1839,7 +1902,7 @@ static const struct {
     {"ctl-race", case_ctl_race},   {"ring-eintr", case_ring_eintr},
     {"longjmp", case_longjmp},	   {"alarm", case_alarm},
     {"bindaddr", case_bindaddr},   {"connect-intr", case_connect_intr},
-    {"close-fds", case_close_fds},
+    {"close-fds", case_close_fds}, {"close-jump", case_close_jump},
 };
 
 static void *watchdog(void *arg)

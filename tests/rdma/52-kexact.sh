@@ -64,6 +64,12 @@
 #            connect (the kernel restarts them)
 #   close-fds  20 connections (connect, an 8-byte echo, both ends closed):
 #            the fd count after each close is the one after the first
+#   close-jump  close, close_range and dup2 over a connection's fd just
+#            after its connect, while a 50 ms timer's handler jumps away:
+#            the call is done (the fd closed, or /dev/null).  Run twice:
+#            then again with the connect thread's let-go slowed by 200 ms
+#            (tests/inject/slowclose.so), so that the handler comes while
+#            the shim waits for it
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
@@ -109,6 +115,10 @@ pair() {
 	fails=$((fails + NDIFF)) ncases=$((ncases + NCASES))
 }
 pair "" "$PRELOAD"
+inj=$ROOT/build/tests/inject/slowclose.so
+[ -f "$inj" ] || fail "no $inj (make)"
+echo "close-jump with the connect thread slowed ($inj):"
+pair -slow "$PRELOAD:$inj" close-jump
 if [ "${SANITIZE:-0}" = 1 ] && [ "$SHIM_LIB" != "$ROOT/liberdma_shim.so" ]; then
 	# cancel-wait, which ASan can't run (above), with the shipped library:
 	# the iWARP pass is the ASan one, and this is what it would miss.
