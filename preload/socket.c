@@ -912,30 +912,37 @@ SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 	return names_slow(fd, s, addr.__sockaddr__, len, true);
 }
 
-/*
- * Handlers held in the shim's part (a close waiting for the connect
- * thread: connect.c, conn_last_fd) run at the end, after the real close,
- * unless the shim is still inside something of its own (librdmacm closes
- * its service socket from inside raccept).  That close then is not a
- * cancellation point: a cancel there would lose them.
- */
-static __attribute__((noinline)) int close_ours(int fd, struct shim_sock *s)
+int shim_forgot_begin(void)
 {
-	int r, e, cs;
+	int cs = -1;
 
-	shim_sig_edge_enter();
-	shim_fd_forget(fd, s);
-	if (likely(!shim_sig_waiting())) {
-		(void)shim_sig_edge_leave();
-		return REAL(close)(fd);
-	}
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
-	r = REAL(close)(fd);
-	e = errno;
-	pthread_setcancelstate(cs, NULL);
+	if (unlikely(shim_sig_waiting()))
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	return cs;
+}
+
+void shim_forgot_end(int cancel_state)
+{
+	int e = errno;
+
+	if (cancel_state >= 0)
+		pthread_setcancelstate(cancel_state, NULL);
+	/* unless the shim is still inside something of its own: librdmacm
+	 * closes its service socket from inside raccept */
 	if (shim_sig_edge_leave())
 		shim_sig_run_if_free();
 	errno = e;
+}
+
+static __attribute__((noinline)) int close_ours(int fd, struct shim_sock *s)
+{
+	int r, cs;
+
+	shim_sig_edge_enter();
+	shim_fd_forget(fd, s);
+	cs = shim_forgot_begin();
+	r = REAL(close)(fd);
+	shim_forgot_end(cs);
 	return r;
 }
 
@@ -961,24 +968,36 @@ static void forget_range(unsigned int first, unsigned int last)
 
 SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
+	int r, cs;
+
 	shim_ensure_init();
 	if (!REAL(close_range)) {
 		errno = ENOSYS;
 		return -1;
 	}
 	/* CLOSE_RANGE_CLOEXEC only marks the fds: nothing is closed yet. */
-	if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
-		forget_range(first, last);
-	return REAL(close_range)(first, last, flags);
+	if ((flags & CLOSE_RANGE_CLOEXEC) || first > last)
+		return REAL(close_range)(first, last, flags);
+	shim_sig_edge_enter();
+	forget_range(first, last);
+	cs = shim_forgot_begin();
+	r = REAL(close_range)(first, last, flags);
+	shim_forgot_end(cs);
+	return r;
 }
 
 SHIM_EXPORT void closefrom(int lowfd)
 {
+	int cs;
+
 	shim_ensure_init();
 	if (lowfd < 0)
 		lowfd = 0;
+	shim_sig_edge_enter();
 	forget_range((unsigned int)lowfd, ~0u);
+	cs = shim_forgot_begin();
 	REAL(closefrom)(lowfd);
+	shim_forgot_end(cs);
 }
 
 SHIM_EXPORT int dup(int fd)

@@ -26,4 +26,14 @@ void shim_listen_door_shut(struct shim_sock *s);
  * that port first, if it has none yet (a program connecting to itself). */
 void shim_listen_door_port(uint16_t port);
 
+/* Around the real call of an exported close of fds the shim forgot inside
+ * shim_sig_edge_enter (close, close_range, closefrom, fclose): the
+ * handlers held while it forgot them (connect.c, conn_last_fd) run after
+ * the real call, as the kernel runs a handler after its system call, so
+ * that one which jumps away does not skip the close.  The call is no
+ * cancellation point while some wait (a cancel there would lose them).
+ * shim_forgot_end keeps errno. */
+int shim_forgot_begin(void);
+void shim_forgot_end(int cancel_state);
+
 #endif

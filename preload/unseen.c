@@ -187,10 +187,16 @@ SHIM_EXPORT int fclose(FILE *f)
 {
 	int fd = f ? fileno(f) : -1;
 	struct shim_sock *s = fd >= 0 ? shim_fd_get(fd) : NULL;
+	int r, cs;
 
-	if (unlikely(s))
-		shim_fd_forget(fd, s);
-	return REAL(fclose)(f);
+	if (likely(!s))
+		return REAL(fclose)(f);
+	shim_sig_edge_enter();
+	shim_fd_forget(fd, s);
+	cs = shim_forgot_begin();
+	r = REAL(fclose)(f);
+	shim_forgot_end(cs);
+	return r;
 }
 
 SHIM_EXPORT ssize_t splice(int in, loff_t *in_off, int out, loff_t *out_off,
