@@ -1887,6 +1887,39 @@ static void case_close_jump(void)
 	uncatch(SIGALRM);
 }
 
+/*
+ * A connection whose peer closed, its EOF read, watched for no event
+ * (events 0: only what no mask hides, ERR and HUP, which a peer's FIN
+ * alone is not): poll and epoll_wait sleep their whole 0.5 s.
+ */
+static void case_poll_none(void)
+{
+	struct epoll_event ev = {.events = 0};
+	struct pair p;
+	char c, n[24];
+	int64_t t0;
+	int ep, r;
+
+	if (mkpair(&p))
+		return;
+	close(p.s);
+	p.s = -1;
+	r = (int)recv(p.c, &c, 1, 0);
+	say("peer closed -> recv %s", r == 0 ? "EOF" : rstr(r, n, sizeof(n)));
+	t0 = tl_now_ms();
+	r = poll(&(struct pollfd){.fd = p.c, .events = 0}, 1, 500);
+	say("poll, events 0, 0.5 s -> %s after %s", rstr(r, n, sizeof(n)),
+	    dur(tl_now_ms() - t0));
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	epoll_ctl(ep, EPOLL_CTL_ADD, p.c, &ev);
+	t0 = tl_now_ms();
+	r = epoll_wait(ep, &ev, 1, 500);
+	say("epoll_wait, events 0, 0.5 s -> %s after %s", rstr(r, n, sizeof(n)),
+	    dur(tl_now_ms() - t0));
+	close(ep);
+	unpair(&p);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1903,6 +1936,7 @@ static const struct {
     {"longjmp", case_longjmp},	   {"alarm", case_alarm},
     {"bindaddr", case_bindaddr},   {"connect-intr", case_connect_intr},
     {"close-fds", case_close_fds}, {"close-jump", case_close_jump},
+    {"poll-none", case_poll_none},
 };
 
 static void *watchdog(void *arg)
