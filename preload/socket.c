@@ -914,10 +914,17 @@ SHIM_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 
 int shim_forgot_begin(void)
 {
-	int cs = -1;
+	int cs;
 
-	if (unlikely(shim_sig_waiting()))
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	/* None held: the edge ends here, before a real call that may be a
+	 * cancellation point (close, fclose's flush) and so may never return.
+	 * None can come meanwhile: a handler waits only inside librdmacm, a
+	 * sleep or a hold, whose owners run it. */
+	if (likely(!shim_sig_waiting())) {
+		(void)shim_sig_edge_leave();
+		return -1;
+	}
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 	return cs;
 }
 
@@ -925,8 +932,9 @@ void shim_forgot_end(int cancel_state)
 {
 	int e = errno;
 
-	if (cancel_state >= 0)
-		pthread_setcancelstate(cancel_state, NULL);
+	if (cancel_state < 0)
+		return;
+	pthread_setcancelstate(cancel_state, NULL);
 	/* unless the shim is still inside something of its own: librdmacm
 	 * closes its service socket from inside raccept */
 	if (shim_sig_edge_leave())

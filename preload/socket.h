@@ -31,8 +31,9 @@ void shim_listen_door_port(uint16_t port);
  * handlers held while it forgot them (connect.c, conn_last_fd) run after
  * the real call, as the kernel runs a handler after its system call, so
  * that one which jumps away does not skip the close.  The call is no
- * cancellation point while some wait (a cancel there would lose them).
- * shim_forgot_end keeps errno. */
+ * cancellation point while some wait (a cancel there would lose them);
+ * with none held the edge ends in shim_forgot_begin.  shim_forgot_end
+ * keeps errno. */
 int shim_forgot_begin(void);
 void shim_forgot_end(int cancel_state);
 
