@@ -983,8 +983,9 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		errno = ENOSYS;
 		return -1;
 	}
-	/* CLOSE_RANGE_CLOEXEC only marks the fds: nothing is closed yet. */
-	if ((flags & CLOSE_RANGE_CLOEXEC) || first > last)
+	/* CLOSE_RANGE_CLOEXEC only marks the fds: nothing is closed yet;
+	 * nor with a flag the kernel does not know (EINVAL). */
+	if ((flags & ~CLOSE_RANGE_UNSHARE) || first > last)
 		return REAL(close_range)(first, last, flags);
 	shim_sig_edge_enter();
 	forget_range(first, last);
