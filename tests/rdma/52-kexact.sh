@@ -72,7 +72,8 @@
 #            the call is done (the fd closed, or /dev/null).  Run twice:
 #            then again with the connect thread's let-go slowed by 200 ms
 #            (tests/inject/slowclose.so), so that the handler comes while
-#            the shim waits for it
+#            the shim waits for it; and close_range with a flag the kernel
+#            does not know: EINVAL, and the connection carries on
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
