@@ -12,6 +12,8 @@
 # require: require makes the shim keep a record of the handler's socket).
 # Before the shim blocked signals across its fork handlers, the first
 # fork hung for good (the handler waited for a lock its thread held).
+# The injector's report proves that under the shim each signal came inside
+# the shim's fork handlers (it found the signal blocked there).
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -24,13 +26,17 @@ shimmed=$(LD_PRELOAD="$SHIM" "$P" 300) || fail "under the shim: $shimmed"
 H=$PROGS/handlerfork
 INJ=$ROOT/build/tests/inject/forksig.so
 [ -x "$H" ] && [ -f "$INJ" ] || fail "$H or $INJ not built (run make)"
+USR1=$(kill -l USR1)
 # timeout runs outside the preload: the injector's signal would end it
-plain2=$(timeout -k 2 30 env ERDMA_INJECT_FORK_SIG=10 LD_PRELOAD="$INJ" "$H" 20) ||
+plain2=$(timeout -k 2 30 env ERDMA_INJECT_FORK_SIG="$USR1" LD_PRELOAD="$INJ" "$H" 20 2>"$TMP/plain.err") ||
 	fail "without the shim: exit $?: $plain2"
 for mode in auto require; do
-	out=$(timeout -k 2 30 env ERDMA_SHIM=$mode ERDMA_INJECT_FORK_SIG=10 \
-		LD_PRELOAD="$(shim_preload):$INJ" "$H" 20) ||
+	out=$(timeout -k 2 30 env ERDMA_SHIM=$mode ERDMA_INJECT_FORK_SIG="$USR1" \
+		LD_PRELOAD="$(shim_preload):$INJ" "$H" 20 2>"$TMP/$mode.err") ||
 		fail "a handler run inside fork(), ERDMA_SHIM=$mode: exit $? (124: a fork hung): $out"
 	[ "$out" = "$plain2" ] || fail "ERDMA_SHIM=$mode: '$out', without the shim '$plain2'"
+	# proof that the signal came inside the shim's fork handlers
+	grep -qx 'forksig: 20 raised, 20 blocked' "$TMP/$mode.err" ||
+		fail "ERDMA_SHIM=$mode: the injector did not raise inside the shim's fork handlers: $(grep forksig "$TMP/$mode.err")"
 done
 result "$shimmed, with and without the shim; a handler inside fork(): $plain2, in both modes"
