@@ -72,9 +72,9 @@ static void find_steps(void)
  * Signals stay blocked on the forking thread from the first prepare
  * handler to the last parent or child one.  A handler that ran in between
  * (a timer's, SIGCHLD's) and closed a socket or made an epoll fd would
- * wait for a lock this very thread holds for the fork: for good.  The
- * kernel delivers it once the fork is done, in the parent, as when a
- * signal comes during the fork system call itself (it restarts).  Faults
+ * wait for a lock this very thread holds for the fork: for good.  It
+ * runs instead in the parent, still inside fork(), once the rooms' parent
+ * handlers have let go of their locks; the child never runs it.  Faults
  * stay unblocked: they must run at the faulting instruction.
  */
 static __thread sigset_t fork_mask;

@@ -9,7 +9,8 @@
 # raised inside fork() after the shim's prepare handlers took their fork
 # locks (tests/inject/forksig.so, preloaded last): 20 forks must return,
 # each having run the handler, as without the shim (in modes auto and
-# require: require makes the shim keep a record of the handler's socket).
+# require: require makes the shim keep a record of the handler's socket
+# on a host without an RDMA device).
 # Before the shim blocked signals across its fork handlers, the first
 # fork hung for good (the handler waited for a lock its thread held).
 # The injector's report proves that under the shim each signal came inside
