@@ -29,11 +29,9 @@ bool shim_eintr_restarts(void)
 	for (int sig = 1; sig < NSIG; sig++) {
 		struct sigaction sa;
 
-		/* A fault's signal is raised in the faulting thread by its
-		 * own instruction: it never ends a wait (a sanitizer's or a
-		 * runtime's SIGSEGV handler has no SA_RESTART). */
-		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
-		    sig == SIGILL || sig == SIGTRAP || sig == SIGSYS)
+		/* a sanitizer's or a runtime's SIGSEGV handler has no
+		 * SA_RESTART, and needs none */
+		if (shim_sig_is_fault(sig))
 			continue;
 		if (sigismember(&blocked, sig) == 1 ||
 		    sigaction(sig, NULL, &sa) != 0)

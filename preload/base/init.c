@@ -10,6 +10,7 @@
 #include "init.h"
 #include "config.h"
 #include "log.h"
+#include "sigdefer.h"
 #include "startup.h"
 #include "syms.h"
 
@@ -84,13 +85,12 @@ static __thread sigset_t fork_mask;
  * parent and child). */
 static void before_fork(void)
 {
-	static const int faults[] = {SIGSEGV, SIGBUS,  SIGFPE,
-				     SIGILL,  SIGTRAP, SIGSYS};
 	sigset_t all;
 
 	sigfillset(&all);
-	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
-		sigdelset(&all, faults[i]);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (shim_sig_is_fault(sig))
+			sigdelset(&all, sig);
 	pthread_sigmask(SIG_BLOCK, &all, &fork_mask);
 	for (int i = 0; i < SHIM_STARTUP_N; i++)
 		if (steps[i] && steps[i]->prepare)

@@ -76,17 +76,8 @@ SHIM_STARTUP(SIGDEFER, .child = sigdefer_fork_child);
 
 static bool wrappable(int sig)
 {
-	switch (sig) {
-	case SIGSEGV:
-	case SIGBUS:
-	case SIGFPE:
-	case SIGILL:
-	case SIGTRAP:
-	case SIGSYS:
-	case SIGKILL:
-	case SIGSTOP:
+	if (shim_sig_is_fault(sig) || sig == SIGKILL || sig == SIGSTOP)
 		return false;
-	}
 	return sig > 0 && sig < NSIG && !(sig >= 32 && sig < SIGRTMIN);
 }
 

@@ -15,6 +15,15 @@
 
 #define SHIM_SIGQ 8
 
+/* A fault's signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS): raised
+ * in the faulting thread by its own instruction, so it must run there and
+ * then -- never deferred, never blocked -- and it never ends a wait. */
+static inline bool shim_sig_is_fault(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+	       sig == SIGILL || sig == SIGTRAP || sig == SIGSYS;
+}
+
 struct shim_sigq {
 	int sig;
 	struct sigaction act; /* the program's, at delivery */
