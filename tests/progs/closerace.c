@@ -21,13 +21,13 @@
  *   ENOENT/EEXIST (epoll_ctl), EINVAL (epoll_wait on a number that is no
  *   epoll fd any more), ENOTSOCK/ENOTTY (a number taken by a non-socket:
  *   the epoll fd, or one of librdmacm's own).  The round's own connect()
- *   may fail ECONNRESET: a racer still holding the last round's number can
- *   reach the new socket while it connects, and the kernel's
- *   shutdown(SHUT_RD) of a socket in SYN_SENT disconnects it
- *   (inet_shutdown), so its connect() says ECONNRESET -- or ECONNABORTED
- *   when another racer's getsockopt(SO_ERROR) took that error first.  Such
- *   a round is counted and done again.  Prints "closerace: tcp N rounds, conn M
- *   rounds, R connects reset, K calls, 0 unexpected".
+ *   may fail too: a racer still holding the last round's number can reach
+ *   the new socket while it connects, and the kernel's shutdown() of a
+ *   socket in SYN_SENT disconnects it (inet_shutdown), so its connect()
+ *   says ECONNRESET -- or ECONNABORTED when another racer's
+ *   getsockopt(SO_ERROR) took that error first.  Such a round is counted
+ *   and made again.  Prints "closerace: tcp N rounds, conn M rounds, R
+ *   connects reset, K calls, 0 unexpected".
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -56,6 +56,7 @@ static atomic_long calls, unexpected;
 static long resets; /* connects a racer's shutdown reset (see above) */
 static int epfd;
 static struct sockaddr_in srv;
+static pthread_t racers[RACERS];
 
 static bool allowed(int e)
 {
@@ -173,6 +174,17 @@ static void *racer(void *arg)
 	return NULL;
 }
 
+/* Before any message too: a racer's call on a number the message's own
+ * stream takes (perror dups stderr) would print a result that is not the
+ * failure's.  Once only. */
+static void racers_stop(void)
+{
+	if (atomic_exchange(&stop, 1))
+		return;
+	for (int i = 0; i < RACERS; i++)
+		pthread_join(racers[i], NULL);
+}
+
 /* Let the racers reach the fd: a few thousand calls' worth of spinning,
  * then the close (the race is the point: no sleep, no handshake). */
 static void spin(long n)
@@ -222,6 +234,7 @@ static int conn_round(void)
 		close(fd);
 		if (e == ECONNRESET || e == ECONNABORTED)
 			return 1;
+		racers_stop();
 		errno = e;
 		perror("closerace: connect");
 		return -1;
@@ -234,14 +247,11 @@ static int conn_round(void)
 	return 0;
 }
 
-static int client(int tcp_rounds, int conn_rounds)
+/* The rounds, racers running: 0, or 2 when one could not be made. */
+static int rounds(int tcp_rounds, int conn_rounds)
 {
-	pthread_t t[RACERS];
 	int i;
 
-	epfd = epoll_create1(EPOLL_CLOEXEC);
-	for (i = 0; i < RACERS; i++)
-		pthread_create(&t[i], NULL, racer, (void *)(uintptr_t)(i * 4));
 	for (i = 0; i < tcp_rounds; i++)
 		if (tcp_round() < 0)
 			return 2;
@@ -250,18 +260,33 @@ static int client(int tcp_rounds, int conn_rounds)
 
 		if (r < 0)
 			return 2;
-		i += r == 0;
-		resets += r;
+		if (r == 0) {
+			i++;
+			continue;
+		}
 		/* a race, not the rule: resets far above it are a defect */
-		if (resets > 10L * conn_rounds) {
+		if (++resets > 10L * conn_rounds) {
+			racers_stop();
 			fprintf(stderr, "closerace: %ld connects reset\n",
 				resets);
 			return 2;
 		}
 	}
-	atomic_store(&stop, 1);
-	for (i = 0; i < RACERS; i++)
-		pthread_join(t[i], NULL);
+	return 0;
+}
+
+static int client(int tcp_rounds, int conn_rounds)
+{
+	int rc;
+
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	for (int i = 0; i < RACERS; i++)
+		pthread_create(&racers[i], NULL, racer,
+			       (void *)(uintptr_t)(i * 4));
+	rc = rounds(tcp_rounds, conn_rounds);
+	racers_stop(); /* on a failure too: they would outlive main's return */
+	if (rc)
+		return rc;
 	printf("closerace: tcp %d rounds, conn %d rounds, %ld connects reset, "
 	       "%ld calls, %ld unexpected\n",
 	       tcp_rounds, conn_rounds, resets, atomic_load(&calls),

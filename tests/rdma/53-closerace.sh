@@ -6,14 +6,12 @@
 # unconnected sockets first, then connections to a server.  Over kernel TCP,
 # then under ERDMA_SHIM=require on both ends (every connection RDMA, or the
 # run fails).  Every call must give a result the kernel gives to a racing
-# close -- the round's own connect too: a racer still holding the last
-# round's number can shut the new socket while it connects, which the
-# kernel answers with ECONNRESET or ECONNABORTED (the round is counted and made again;
-# once in a CI run over kernel TCP; the shim's connecting socket says
-# ENOTCONN to that shutdown instead, README) -- and in the ASan pass no
-# report may appear: a released sock is
-# poisoned there (preload/sock.c), so a call that used one after the close
-# is reported.  The library before the fix failed this with a
+# close, the round's own connect included (a racer's shutdown can reset
+# it, as the kernel did once in a CI run: closerace.c counts such rounds
+# and makes them again; the shim's connecting socket says ENOTCONN to that
+# shutdown, README), and in the ASan pass no report may appear: a released
+# sock is poisoned there (preload/sock.c), so a call that used one after
+# the close is reported.  The library before the fix failed this with a
 # heap-use-after-free in fcntl(F_DUPFD) within a second (host, ASan).
 . "$(dirname "$0")/lib/common.bash"
 P=$PROGS/closerace
