@@ -100,6 +100,29 @@ fanin() {
 		"$N RDMA connections (stat), server QPs $SQ"
 }
 
+# stopped PID SECS: PID's exit status once it ends; a server that outlives
+# its SIGTERM by SECS is a hang: its Python threads (faulthandler, SIGUSR1;
+# Python servers only) and native stacks are printed, and all of it killed.
+stopped() {
+	local pid=$1 i kids c
+	for ((i = 0; i < $2 * 20; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -0 "$pid" 2>/dev/null || { wait "$pid"; return; }
+	kids=$(tree "$pid")
+	c=$(child "$pid")
+	if [[ "$(tr '\0' ' ' </proc/"$c"/cmdline 2>/dev/null)" == "$PY "* ]]; then
+		kill -USR1 "$c" 2>/dev/null
+		for ((i = 0; i < 100; i++)); do grep -q '^Thread 0x' "$SLOG" && break; sleep 0.05; done
+		echo "--- Python threads:"; sed -n '/^Thread 0x/,$p' "$SLOG"
+	fi
+	stacks "$pid"
+	# shellcheck disable=SC2086 # a list of pids
+	kill -KILL $kids 2>/dev/null
+	fail "${SLOG##*/}: still running $2 s after SIGTERM: $(grep -v '^ *File\|^Thread\|^Current' "$SLOG" | tail -3)"
+}
+
 # one_server NAME KIND CMD...: CMD (a server printing "ready PORT") under
 # the shim, the fan-in against it, then SIGTERM; sets SLOG (its output).
 one_server() {
@@ -114,7 +137,7 @@ one_server() {
 	fanin "$name" "$kind" "$spid" "$(port_of "$SLOG")"
 	t2=$(ms)
 	kill -TERM "$spid"
-	wait "$spid" || fail "$name server: exit $?: $(tail -5 "$SLOG")"
+	stopped "$spid" 60 || fail "$name server: exit $?: $(tail -5 "$SLOG")"
 	t3=$(ms)
 	figure "$name: $(secs "$t0" "$t3") s: server up $(secs "$t0" "$t1") s, $LAPS, server stopped $(secs "$t2" "$t3") s"
 }

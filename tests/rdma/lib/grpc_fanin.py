@@ -7,7 +7,8 @@ connection, every RPC checked at both ends.
       An echo server on /fanin.Echo/Unary: checks each request against the
       sha256 the client sent in metadata "x-sha256" (a mismatch fails the
       RPC with DATA_LOSS) and answers with the request.  Prints "ready PORT";
-      on SIGTERM stops and prints "server: rpcs N bytes B mismatches M".
+      on SIGTERM stops and prints "server: rpcs N bytes B mismatches M";
+      SIGUSR1 prints every thread's Python stack (a hang's report).
 
   grpc_fanin.py client TARGET --kind echo|raw [opts]
       --kind echo   against the server above: the response must be the request
@@ -31,6 +32,7 @@ connection, every RPC checked at both ends.
       bytes out O in I; wrong checksums refused R/B" and exits 0 when X is
       N*K and R is B.
 """
+import faulthandler
 import hashlib
 import os
 import random
@@ -94,6 +96,7 @@ def serve(bind):
         return req
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     handlers = {"Unary": grpc.unary_unary_rpc_method_handler(unary, ident, ident)}
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("fanin.Echo", handlers),))
