@@ -101,23 +101,20 @@ fanin() {
 }
 
 # stopped PID SECS: PID's exit status once it ends; a server that outlives
-# its SIGTERM by SECS is a hang: its Python threads (faulthandler, SIGUSR1;
-# Python servers only) and native stacks are printed, and all of it killed.
+# its SIGTERM by SECS is a hang: its native stacks (waitb) and Python threads
+# (faulthandler, SIGUSR1; Python servers only) are printed, all of it killed.
 stopped() {
-	local pid=$1 i kids c
-	for ((i = 0; i < $2 * 20; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	kill -0 "$pid" 2>/dev/null || { wait "$pid"; return; }
+	local pid=$1 kids c i rc=0
 	kids=$(tree "$pid")
 	c=$(child "$pid")
+	waitb "$pid" "$2" || rc=$?
+	((rc == 124)) || return $rc
 	if [[ "$(tr '\0' ' ' </proc/"$c"/cmdline 2>/dev/null)" == "$PY "* ]]; then
 		kill -USR1 "$c" 2>/dev/null
-		for ((i = 0; i < 100; i++)); do grep -q '^Thread 0x' "$SLOG" && break; sleep 0.05; done
-		echo "--- Python threads:"; sed -n '/^Thread 0x/,$p' "$SLOG"
+		# faulthandler names the thread it runs on "Current thread"
+		for ((i = 0; i < 100; i++)); do grep -qE '^(Current thread|Thread) 0x' "$SLOG" && break; sleep 0.05; done
+		echo "--- Python threads:"; sed -En '/^(Current thread|Thread) 0x/,$p' "$SLOG"
 	fi
-	stacks "$pid"
 	# shellcheck disable=SC2086 # a list of pids
 	kill -KILL $kids 2>/dev/null
 	fail "${SLOG##*/}: still running $2 s after SIGTERM: $(grep -v '^ *File\|^Thread\|^Current' "$SLOG" | tail -3)"
