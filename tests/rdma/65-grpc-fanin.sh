@@ -13,7 +13,8 @@
 # While every client holds its channels open: the server's RC QPs in
 # `rdma res` (at least 256), and `erdma-shim stat` of every process -- each
 # client has exactly 64 RDMA connections to the server and none on TCP, the
-# server exactly 256 RDMA ones.  Then exact RPC and byte counts at the server.
+# server exactly 256 RDMA ones; once the clients exit, the server closes all
+# 256 (each read saw its end).  Then exact RPC and byte counts at the server.
 # rsocket buffers are 32 KiB (ERDMA_SHIM_SNDBUF/RCVBUF) so 512 rsockets fit
 # the bed's memory, and RLIMIT_NOFILE is raised (4 fds per RDMA connection).
 . "$(dirname "$0")/lib/common.bash"
@@ -109,6 +110,9 @@ stopped() {
 	c=$(child "$pid")
 	waitb "$pid" "$2" || rc=$?
 	((rc == 124)) || return $rc
+	# what the shim still holds for it: connections gRPC did not close
+	echo "--- the server's sockets (erdma-shim stat), by path:"
+	timeout 20 "$CLI" stat 2>&1 | awk -v c="$c" '$1 == c {print $3}' | sort | uniq -c
 	if [[ "$(tr '\0' ' ' </proc/"$c"/cmdline 2>/dev/null)" == "$PY "* ]]; then
 		kill -USR1 "$c" 2>/dev/null
 		# faulthandler names the thread it runs on "Current thread"
@@ -118,6 +122,28 @@ stopped() {
 	# shellcheck disable=SC2086 # a list of pids
 	kill -KILL $kids 2>/dev/null
 	fail "${SLOG##*/}: still running $2 s after SIGTERM: $(grep -v '^ *File\|^Thread\|^Current' "$SLOG" | tail -3)"
+}
+
+# drained NAME SPID SECS: the server closes every connection once its
+# clients are gone, as it does over TCP when each read sees the end: a
+# connection it still holds after SECS missed its end (what would keep a
+# graceful stop waiting), reported with the table and the stacks.  Sets
+# DRAINED (seconds it took).
+drained() {
+	local sp i n=0 t0
+	t0=$(ms)
+	sp=$(child "$2")
+	for ((i = 0; i < $3 * 10; i++)); do
+		n=$(timeout 20 "$CLI" stat "$sp" 2>/dev/null | awk -v c="$sp" '$1 == c && ($3 == "rdma" || $3 == "tcp")' | wc -l)
+		if ((n == 0)); then
+			DRAINED=$(secs "$t0" "$(ms)")
+			return 0
+		fi
+		sleep 0.1
+	done
+	timeout 20 "$CLI" stat "$sp" | head -20
+	stacks "$2"
+	fail "$1: the server still holds $n connection(s) $3 s after its clients exited"
 }
 
 # one_server NAME KIND CMD...: CMD (a server printing "ready PORT") under
@@ -132,11 +158,12 @@ one_server() {
 	wait_for "$SLOG" '^ready [0-9]+$' 90
 	t1=$(ms)
 	fanin "$name" "$kind" "$spid" "$(port_of "$SLOG")"
+	drained "$name" "$spid" 30
 	t2=$(ms)
 	kill -TERM "$spid"
 	stopped "$spid" 60 || fail "$name server: exit $?: $(tail -5 "$SLOG")"
 	t3=$(ms)
-	figure "$name: $(secs "$t0" "$t3") s: server up $(secs "$t0" "$t1") s, $LAPS, server stopped $(secs "$t2" "$t3") s"
+	figure "$name: $(secs "$t0" "$t3") s: server up $(secs "$t0" "$t1") s, $LAPS, server closed all $DRAINED s later, stopped $(secs "$t2" "$t3") s"
 }
 
 T0=$(date +%s)
