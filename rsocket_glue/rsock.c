@@ -710,6 +710,10 @@ static int rclose_locked(int rs);
 
 static void bell_close(int rs);
 
+/* The thread is inside rshutdown, which may wait for a completion event
+ * (see ibv_get_cq_event): saved and restored around it. */
+static __thread bool cq_wait_ok;
+
 int sg_close(int rs)
 {
 	(void)cm_gone_now(rs);
@@ -727,14 +731,18 @@ int sg_close(int rs)
 static int rclose_locked(int rs)
 {
 	bool lsn = rs >= 0 && rs < MAX_LISTEN_RS && listening[rs];
+	bool was = cq_wait_ok;
 	int r;
 
-	if (!lsn)
-		return (int)LIB_CALL(rclose(rs));
-	pthread_mutex_lock(&svc_mu);
-	listening[rs] = 0; /* before rclose frees the number for reuse */
+	cq_wait_ok = true; /* rclose's rshutdown waits for its sends */
+	if (lsn) {
+		pthread_mutex_lock(&svc_mu);
+		listening[rs] = 0; /* before rclose frees the number */
+	}
 	r = (int)LIB_CALL(rclose(rs));
-	pthread_mutex_unlock(&svc_mu);
+	if (lsn)
+		pthread_mutex_unlock(&svc_mu);
+	cq_wait_ok = was;
 	return r;
 }
 
@@ -742,7 +750,7 @@ static int rclose_locked(int rs)
  * taken first (see sg_close). */
 int sg_shutdown(int rs, int how)
 {
-	bool mark = rs >= 0 && rs < MAX_LISTEN_RS;
+	bool mark = rs >= 0 && rs < MAX_LISTEN_RS, was;
 	int r;
 
 	(void)cm_gone_now(rs);
@@ -754,7 +762,10 @@ int sg_shutdown(int rs, int how)
 		       (arming_here(rs) ? 1 : 0))
 			sched_yield();
 	}
+	was = cq_wait_ok;
+	cq_wait_ok = true; /* its wait for the sends (ibv_get_cq_event) */
 	r = (int)LIB_CALL(rshutdown(rs, how));
+	cq_wait_ok = was;
 	if (mark)
 		mark_down(&shutting[rs]);
 	return r;
@@ -1130,6 +1141,28 @@ static void ring(int chan)
 
 typedef int gce_fn(struct ibv_comp_channel *, struct ibv_cq **, void **);
 
+/*
+ * Only a thread inside rshutdown (sg_shutdown, or rclose on a reaper) waits
+ * for a completion event: every other read of a connection's completion
+ * channel that the shim's calls make is rpoll's, after its poll() saw an
+ * event.  rshutdown makes the channel blocking while it runs (and leaves
+ * it so once the connection is over), re-arms the CQ and reads events
+ * itself; an event it takes between rpoll's poll() and read() leaves
+ * rpoll's read blocking -- for good if the completion rshutdown waited for
+ * was its last and came before its re-arm (no event is due any more), and
+ * that sleeper was the one that would see the peer's end (cm_check): an
+ * epoll_wait that never returns, whatever its timeout, and a gRPC server
+ * whose stop never ends.  Readers of a channel take rsockets' cq_wait_lock
+ * around the read, so an event seen here is still there when read.
+ * (cq_wait_ok: the thread is inside rshutdown.)
+ */
+static bool chan_has_event(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return REAL(poll)(&p, 1, 0) == 1;
+}
+
 SHIM_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch,
 				 struct ibv_cq **cq, void **ctx)
 {
@@ -1139,6 +1172,11 @@ SHIM_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch,
 
 	if (!f) {
 		errno = ENOSYS;
+		return -1;
+	}
+	/* the program's own calls (depth 0) are the library's */
+	if (ch && shim_in_lib() && !cq_wait_ok && !chan_has_event(ch->fd)) {
+		errno = EAGAIN; /* rsockets: "no event", the CQ stays armed */
 		return -1;
 	}
 	r = f(ch, cq, ctx);
