@@ -77,8 +77,8 @@ stacks() {
 	local p t
 	for p in $(tree "$1"); do
 		echo "--- stacks of $p: $(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-120)"
-		# state and CPU ticks (user, system): a spinning hang shows R
-		# and ticks that grow, a sleeping one S and the same ticks
+		# state and CPU ticks (user, system): a thread spinning in a
+		# hang shows R and many ticks, one asleep S
 		for t in /proc/"$p"/task/*; do
 			echo "  tid ${t##*/} wchan $(cat "$t"/wchan 2>/dev/null)" \
 				"$(sed 's/.*) //' "$t"/stat 2>/dev/null | awk '{print "state " $1 " utime " $12 " stime " $13}')"
