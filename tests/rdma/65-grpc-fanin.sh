@@ -130,10 +130,11 @@ stopped() {
 # graceful stop waiting), reported with the table and the stacks.  Sets
 # DRAINED (seconds it took).
 drained() {
-	local sp i n=0 t0
+	local sp n=0 t0
 	t0=$(ms)
 	sp=$(child "$2")
-	for ((i = 0; i < $3 * 10; i++)); do
+	# by the clock: each look runs the CLI, which takes its own time
+	while (($(ms) - t0 < $3 * 1000)); do
 		n=$(timeout 20 "$CLI" stat "$sp" 2>/dev/null | awk -v c="$sp" '$1 == c && ($3 == "rdma" || $3 == "tcp")' | wc -l)
 		if ((n == 0)); then
 			DRAINED=$(secs "$t0" "$(ms)")
