@@ -1156,6 +1156,8 @@ typedef int gce_fn(struct ibv_comp_channel *, struct ibv_cq **, void **);
  * around the read, so an event seen here is still there when read.
  * (cq_wait_ok: the thread is inside rshutdown.)
  */
+/* Not sg_cm_ready: an error (POLLERR: the device went) must reach the
+ * read too, which makes rsockets see it, or rpoll would spin on it. */
 static bool chan_has_event(int fd)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
