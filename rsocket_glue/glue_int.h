@@ -39,6 +39,8 @@
 /* The next definition of name after ours (librdmacm's, libibverbs'),
  * looked up once into *slot; NULL: none (rsock.c). */
 void *sg_next_sym(void **slot, const char *name);
+/* Is caller (a return address) code of librdmacm's?  (rsock.c) */
+bool sg_from_librdmacm(const void *caller);
 
 /*
  * sleep.c: the sleep in rsockets runs with cancellation disabled (a thread

@@ -21,7 +21,6 @@
 #include "glue.h"
 #include "glue_int.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -45,22 +44,6 @@ static bool said[SH_N];
 static bool first_time(enum shortage k)
 {
 	return !__atomic_exchange_n(&said[k], true, __ATOMIC_RELAXED);
-}
-
-/* Is the caller librdmacm (rsockets), not the program's own verbs use?
- * (A program of its own on librdmacm, without rsockets, is counted too:
- * two channels an id; it meets the share only past it.) */
-static bool from_librdmacm(const void *caller)
-{
-	static const void *base;
-	const void *b = __atomic_load_n(&base, __ATOMIC_ACQUIRE);
-	Dl_info me, it;
-
-	if (!b && dladdr((void *)rsocket, &me)) {
-		b = me.dli_fbase;
-		__atomic_store_n(&base, b, __ATOMIC_RELEASE);
-	}
-	return b && dladdr(caller, &it) && it.dli_fbase == b;
 }
 
 /* May one more connection's fds be taken?  (n: connections with it.) */
@@ -108,7 +91,7 @@ ibv_create_comp_channel(struct ibv_context *ctx)
 		errno = ENOSYS;
 		return NULL;
 	}
-	if (!from_librdmacm(__builtin_return_address(0)))
+	if (!sg_from_librdmacm(__builtin_return_address(0)))
 		return f(ctx);
 	n = __atomic_add_fetch(&live_chans, 1, __ATOMIC_RELAXED);
 	if (!share_allows(n)) {
@@ -208,7 +191,7 @@ SHIM_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *data,
 	}
 	if (id && id->event &&
 	    id->event->event == RDMA_CM_EVENT_CONNECT_REQUEST &&
-	    from_librdmacm(__builtin_return_address(0)))
+	    sg_from_librdmacm(__builtin_return_address(0)))
 		sg_shortage(-e, "a connecting peer");
 	errno = e;
 	return f(id, data, len);

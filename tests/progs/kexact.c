@@ -37,6 +37,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/select.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1046,6 +1047,80 @@ static void case_alarm(void)
 	unpair(&p);
 }
 
+/*
+ * A process-directed signal that every thread of the program blocks stays
+ * pending until one unblocks it, or is read from a signalfd: the threads
+ * the shim or librdmacm start must not take it (issue 42: PostgreSQL's
+ * postmaster blocks its signals except inside select, and its handlers ran
+ * on an rsockets service thread, concurrently with its main loop).  The
+ * connection is made first, with the signals unblocked, as the postmaster
+ * listens and accepts: any service thread exists by then.
+ */
+static volatile int usr1_runs;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	alarm_tid = (pid_t)syscall(SYS_gettid);
+	usr1_runs++;
+}
+
+static const char *who(void)
+{
+	if (!alarm_tid)
+		return "no thread";
+	return alarm_tid == (pid_t)syscall(SYS_gettid) ? "this thread"
+						       : "another thread";
+}
+
+static void case_sigmask(void)
+{
+	struct sigaction sa = {.sa_handler = on_usr1};
+	struct signalfd_siginfo si;
+	sigset_t set, old;
+	char c = 'x', n[24];
+	struct pair p;
+	int sfd;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &set, &old);
+	alarm_tid = 0;
+	usr1_runs = 0;
+	kill(getpid(), SIGUSR1);
+	/* a round trip on the connection: time for any thread to take it */
+	r = send(p.c, &c, 1, 0) == 1 ? recv(p.s, &c, 1, 0) : -1;
+	say("SIGUSR1 sent to the process, blocked in this thread -> round trip "
+	    "%s; the handler ran %d times, on %s",
+	    rstr(r, n, sizeof(n)), usr1_runs, who());
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	say("unblocked -> the handler ran %d times, on %s", usr1_runs, who());
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	alarm_tid = 0;
+	usr1_runs = 0;
+	kill(getpid(), SIGUSR2);
+	r = poll(&(struct pollfd){.fd = sfd, .events = POLLIN}, 1, 1000);
+	r = r == 1 ? read(sfd, &si, sizeof(si)) : -1;
+	say("SIGUSR2 to the process, blocked, read from a signalfd -> %s, "
+	    "signal %s; the handler ran %d times",
+	    r == (long)sizeof(si) ? "read" : "nothing",
+	    r == (long)sizeof(si) && si.ssi_signo == SIGUSR2 ? "SIGUSR2" : "-",
+	    usr1_runs);
+	close(sfd);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	uncatch(SIGUSR1);
+	uncatch(SIGUSR2);
+	unpair(&p);
+}
+
 /* A copy of an epoll fd made by fcntl(F_DUPFD) is the same epoll set. */
 static void case_epdup(void)
 {
@@ -1966,7 +2041,7 @@ static const struct {
     {"longjmp", case_longjmp},	   {"alarm", case_alarm},
     {"bindaddr", case_bindaddr},   {"connect-intr", case_connect_intr},
     {"close-fds", case_close_fds}, {"close-jump", case_close_jump},
-    {"poll-none", case_poll_none},
+    {"poll-none", case_poll_none}, {"sigmask", case_sigmask},
 };
 
 static void *watchdog(void *arg)

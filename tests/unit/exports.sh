@@ -5,7 +5,7 @@
 # is missing.
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-GLUE_EXPORTS="ibv_create_comp_channel ibv_destroy_comp_channel ibv_get_cq_event rdma_accept rdma_connect rdma_reject" # rsocket_glue/rsock.c, limits.c
+GLUE_EXPORTS="ibv_create_comp_channel ibv_destroy_comp_channel ibv_get_cq_event pthread_create rdma_accept rdma_connect rdma_reject" # rsocket_glue/rsock.c, limits.c, threads.c
 want=$({
 	sed -n 's/^[[:space:]]*X(\([a-z_0-9]*\)).*/\1/p' "$ROOT/preload/base/syms.h"
 	printf '%s\n' $GLUE_EXPORTS

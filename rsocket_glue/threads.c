@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The threads librdmacm starts in the program's process are deaf to the
+ * program's signals, as the shim's own are (shim_spawn).
+ *
+ * rsockets starts a service thread (listen, connect, keepalive) with
+ * pthread_create(..., NULL, ...) whenever the service gets its first
+ * socket, so the thread takes the signal mask of whatever thread called
+ * into the library -- under the shim often a program thread inside its
+ * poll or select, with its signals unblocked, or one that had not blocked
+ * them yet.  The kernel gives a process-directed signal to any thread that
+ * does not block it.  A program that blocks its signals everywhere but at
+ * one point of one thread then has its handlers run on the rsockets thread,
+ * concurrently with the code they were meant to interrupt only at that
+ * point; one that takes its signals through signalfd or sigwait loses them
+ * to that thread.  PostgreSQL's postmaster is the first kind: its SIGCHLD
+ * and SIGUSR1 handlers (reaping backends, starting parallel workers) ran on
+ * the listen service thread while its main loop walked the same lists --
+ * a postmaster that died of a general protection fault, and, before that,
+ * parallel queries that counted rows short (issue 42).
+ *
+ * So a pthread_create made by librdmacm, or on a thread inside a call the
+ * glue made into it (LIB_CALL: a sanitizer's interceptor of pthread_create
+ * stands between librdmacm and this wrapper), runs with every signal
+ * blocked; the new thread inherits that mask.  Every other caller passes
+ * straight through.
+ */
+#include "glue.h"
+#include "glue_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+
+typedef int pc_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+		  void *);
+
+SHIM_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr,
+			       void *(*fn)(void *), void *arg)
+{
+	static void *real;
+	pc_fn *f = (pc_fn *)sg_next_sym(&real, "pthread_create");
+	sigset_t all, old;
+	int r;
+
+	if (!f)
+		return ENOSYS; /* pthreads' convention: the error itself */
+	if (!shim_in_lib() && !sg_from_librdmacm(__builtin_return_address(0)))
+		return f(t, attr, fn, arg);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = f(t, attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
