@@ -20,7 +20,7 @@ PARSE=$ROOT/tests/host/prom_parse.py
 NE=/usr/bin/prometheus-node-exporter
 [ -x "$CLI" ] || fail "$CLI not built (run make)"
 [ -x "$PEER" ] || fail "$PEER not built (run make)"
-[ -x "$NE" ] || fail "$NE missing (make deps installs prometheus-node-exporter)"
+[ -x "$NE" ] || fail "$NE missing (make test-deps installs prometheus-node-exporter)"
 
 $PY "$PARSE" --self-test >"$TMP/self.out" || { cat "$TMP/self.out" >&2; fail "the exposition parser accepts malformed input"; }
 echo "PASS parser: $(cat "$TMP/self.out")"

@@ -99,7 +99,7 @@ echo "PASS ERDMA_SHIM=require -> plain server: connect refused, nothing sent ove
 # here on every run).
 U=$PROGS/uring_io
 LIBURING=$(ls /usr/lib/*/liburing.so.2 2>/dev/null | head -n 1)
-[ -n "$LIBURING" ] || fail "liburing.so.2 not found (make deps installs liburing2)"
+[ -n "$LIBURING" ] || fail "liburing.so.2 not found (make test-deps installs liburing2)"
 out=$(env LD_PRELOAD="$LIBURING:$PRELOAD" ERDMA_SHIM_LOG=debug timeout 60 "$U" "$IP0" 2>&1) ||
 	fail "io_uring with liburing loaded: $out"
 grep -q 'liburing.so.2 is loaded' <<<"$out" || fail "io_uring: the shim did not say why: $out"
