@@ -25,7 +25,7 @@
 #                              test programs) is there
 #   make check-host            "host: N passed, 0 failed" (this test, nested
 #                              in it, only says it is nested)
-# The targets that use the soft-RoCE VM -- check-rdma, soak, demo, test --
+# The targets that use the soft-RoCE VM -- check-rdma, soak, demo(-full), test --
 # are NOT run here: the host suite runs before the VM suite in make test,
 # and a nested VM would wait on the machine's VM lock (tests/vm/vm-run).
 # Instead, in a copy never built, `make -n` of each shows it builds the
@@ -235,11 +235,18 @@ out=$(dry soak SOAK_SECONDS=10)
 grep -q -- '-o build/tsan/liberdma_shim.so' <<<"$out" && grep -q -- '-o liberdma_shim.so' <<<"$out" ||
 	fail "make -n soak: does not build what check-rdma builds"
 grep -q 'ERDMA_SOAK_SECONDS=10 tests/vm/check-rdma' <<<"$out" || fail "make -n soak: no check-rdma run"
-out=$(dry demo DEMO_FLAGS=--quick)
+# make demo: the headline table only (one round, 64K/1M streams, 1/4K
+# ping-pong, 1M gRPC, no idle row, no siw pass), DEMO_FLAGS after its own
+out=$(dry demo DEMO_FLAGS="--rounds 2")
 grep -q -- '-o liberdma_shim.so' <<<"$out" || fail "make -n demo: does not build the library"
-grep -qx 'bench/demo --quick' <<<"$out" || fail "make -n demo DEMO_FLAGS=--quick: not passed on"
+grep -qx 'bench/demo --quick --stream-sizes "64K 1M" --pp-sizes "1 4K" --grpc-sizes 1M --idle-conns "" --rounds 2' <<<"$out" ||
+	fail "make -n demo: not the headline run with DEMO_FLAGS after: $(grep 'bench/demo' <<<"$out")"
+! grep -q 'link siw' <<<"$out" || fail "make -n demo: runs the siw pass (make demo-full's)"
+out=$(dry demo-full DEMO_FLAGS=--quick)
+grep -q -- '-o liberdma_shim.so' <<<"$out" || fail "make -n demo-full: does not build the library"
+grep -qx 'bench/demo --quick' <<<"$out" || fail "make -n demo-full DEMO_FLAGS=--quick: not passed on"
 # in the VM bed, then the same over soft-iWARP, the flags passed on too
-grep -q 'bench/demo --no-build --link siw .* --quick;' <<<"$out" || fail "make -n demo: no siw run, or DEMO_FLAGS not passed on to it"
+grep -q 'bench/demo --no-build --link siw .* --quick;' <<<"$out" || fail "make -n demo-full: no siw run, or DEMO_FLAGS not passed on to it"
 out=$(dry test)
 grep -q -- '-o liberdma_shim.so' <<<"$out" && grep -q 'tests/run-all' <<<"$out" || fail "make -n test: no build, or no tests/run-all"
 # make deps installs a build's packages only (README sends users to it on
