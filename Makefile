@@ -1,9 +1,11 @@
 # liberdma_shim — plain GNU make.
 #   make            build liberdma_shim.so (+ test programs, benches)
-#   make deps       install the Debian packages the build and tests need
+#   make deps       install the Debian packages a build needs (nothing else)
+#   make install / make uninstall   (PREFIX, DESTDIR)
+#   make test-deps  install the test bed's packages (QEMU, a kernel, ...)
 #   make test       the whole suite: unit, host (passthrough), RDMA (soft-RoCE VM)
 #   make test SANITIZE=1   the same under ASan+UBSan
-#   make demo       before/after numbers (see README; DEMO_FLAGS=--quick etc.)
+#   make demo       the headline numbers in ~5 min (make demo-full: all of them)
 # Every target builds what it needs from a clean tree (tests/host/90-targets.sh).
 VERSION := 0.1.0
 PREFIX ?= /usr/local
@@ -50,21 +52,21 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
-.PHONY: all deps test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan deb
+.PHONY: all deps test-deps uninstall demo-full test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan deb
 
 # gRPC and cmocka are for the bench and the unit tests only: a plain `make`
 # builds the library, the CLI, the test programs and the other benches
-# without them, and says what it left out (make deps installs both).
+# without them, and says what it left out (make test-deps installs both).
 PKG_CONFIG ?= pkg-config
 HAVE_GRPC := $(shell $(PKG_CONFIG) --exists grpc 2>/dev/null && echo 1)
 HAVE_CMOCKA := $(shell $(PKG_CONFIG) --exists cmocka 2>/dev/null && echo 1)
 
 all: $(LIB) $(PROGS) $(INJECTS) $(BENCHES) $(if $(HAVE_CMOCKA),$(UNITS))
 ifneq ($(HAVE_CMOCKA),1)
-	@echo "make: unit tests not built: no cmocka (libcmocka-dev; make deps)"
+	@echo "make: unit tests not built: no cmocka (libcmocka-dev; make test-deps)"
 endif
 ifneq ($(HAVE_GRPC),1)
-	@echo "make: bench/grpc_raw not built: no gRPC (libgrpc-dev; make deps)"
+	@echo "make: bench/grpc_raw not built: no gRPC (libgrpc-dev; make test-deps)"
 endif
 
 # Rebuild everything when the flags change (SANITIZE=1 vs not).
@@ -183,34 +185,44 @@ clean-cli:
 # ---- make deb: the Debian package (issue 19) ------------------------------
 # build/deb/liberdma-shim_$(VERSION)-N_ARCH.deb, built with dpkg-buildpackage
 # from a copy of the working tree (debian/build-deb); rebuilt only when the
-# tree changed.  Needs debhelper, dpkg-dev (make deps); no root.
+# tree changed.  Needs debhelper, dpkg-dev (make test-deps); no root.
 .PHONY: deb
 deb:
 	debian/build-deb $(VERSION) $(B)/deb
 # ---- end make deb ------------------------------------------------------------
 
-# Debian packages: build, unit tests, host integration tests, the soft-RoCE
-# test bed (qemu + Debian's stock kernel with rdma_rxe) and the benches.
-DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev \
-	rdma-core rdmacm-utils ibverbs-utils ibverbs-providers libcmocka-dev \
+# Debian packages.  DEPS: what a build of the library and the CLI needs,
+# and nothing else (this is what README tells users to run on a real host).
+# TEST_DEPS: the test bed's -- unit and host tests, the soft-RoCE/iWARP VM
+# (qemu, a boot kernel and its source for siw), the benches, the .deb's
+# tools -- for a development or CI machine only.
+DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev
+TEST_DEPS := rdma-core rdmacm-utils ibverbs-utils ibverbs-providers libcmocka-dev \
 	libgrpc-dev protobuf-compiler-grpc python3-grpcio iperf3 curl \
 	qemu-system-x86 busybox-static linux-image-amd64 iproute2 kmod cpio \
 	xz-utils gzip valgrind procps gdb clang libclang-rt-14-dev nginx-light \
 	prometheus-node-exporter debhelper dpkg-dev lintian liburing2 \
 	clang-format
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-deps:
+# apt_install PACKAGES: install those not installed yet (idempotent)
+define apt_install
 	@missing=""; \
-	for p in $(DEPS); do \
+	for p in $(1); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-		echo "make deps: installing$$missing"; \
+		echo "make $@: installing$$missing"; \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
 	else \
-		echo "make deps: all packages present"; \
+		echo "make $@: all packages present"; \
 	fi
+endef
+deps:
+	$(call apt_install,$(DEPS))
+
+test-deps: deps
+	$(call apt_install,$(TEST_DEPS))
 	@# soft-iWARP for the bed (tests/vm/build-siw): the source and headers
 	@# of exactly the kernel the bed boots, known once that is installed.
 	@siw=$$(tests/vm/build-siw --packages) || exit 1; missing=""; \
@@ -221,13 +233,13 @@ deps:
 			missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-		echo "make deps: installing$$missing"; \
+		echo "make test-deps: installing$$missing"; \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
 # The whole suite; prints one PASS/FAIL line per test and "N passed, N failed".
-test: deps
+test: test-deps
 	$(MAKE) all
 	SANITIZE=$(SANITIZE) tests/run-all
 
@@ -277,22 +289,41 @@ asan:
 fuzz:
 	ERDMA_FUZZ_SECONDS=$${ERDMA_FUZZ_SECONDS:-600} tests/unit/fuzz-config.sh
 
-# DEMO_FLAGS: bench/demo's options (bench/demo --help), e.g. DEMO_FLAGS=--quick.
+# DEMO_FLAGS: bench/demo's options (bench/demo --help), added after the
+# target's own (a later option wins), e.g. DEMO_FLAGS="--rounds 3".
 DEMO_FLAGS ?=
-# In the VM bed it then measures the same over soft-iWARP (eRDMA's own
-# protocol; build/bench/siw/demo.txt): gRPC at 4K and 1M only there, as
-# siw under TCG moves ~20 MB/s, and no idle-connection row (issue 18's
-# measurement is the soft-RoCE table's; DEMO_FLAGS="--idle-conns ..." adds it).
-demo: deps
+# make demo: the headline table -- TCP, the shim and native rsockets
+# (rstream, busy-polling and blocking), stream at 64 KiB and 1 MiB,
+# ping-pong at 1 B and 4 KiB, gRPC at 1 MiB; one round of 1 s runs -- in
+# one VM boot, within 5 minutes of a built tree on 2 cores (docs/
+# performance.md has the timing).
+DEMO_HEADLINE := --quick --stream-sizes "64K 1M" --pp-sizes "1 4K" --grpc-sizes 1M --idle-conns ""
+demo: test-deps
+	$(MAKE) all
+	bench/demo $(DEMO_HEADLINE) $(DEMO_FLAGS)
+
+# make demo-full: bench/demo's defaults (3 rounds, every size, gRPC up to
+# 100 MiB, the idle-connection row; ~15 min under TCG), then in the VM bed
+# the same over soft-iWARP (eRDMA's own protocol; build/bench/siw/demo.txt):
+# gRPC at 4K and 1M only there, as siw under TCG moves ~20 MB/s, and no
+# idle-connection row (issue 18's measurement is the soft-RoCE table's;
+# DEMO_FLAGS="--idle-conns ..." adds it).
+demo-full: test-deps
 	$(MAKE) all
 	bench/demo $(DEMO_FLAGS)
 	@if ! ls /dev/infiniband/uverbs* >/dev/null 2>&1 && [ "$${ERDMA_NATIVE:-0}" != 1 ]; then \
-		echo "== make demo: the same over soft-iWARP (siw)"; \
+		echo "== make demo-full: the same over soft-iWARP (siw)"; \
 		bench/demo --no-build --link siw --out build/bench/siw --grpc-sizes "4K 1M" --idle-conns "" $(DEMO_FLAGS); \
 	fi
 
 install: $(LIB)
 	install -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(notdir $(LIB))
+
+# Exactly what install and install-cli put there (same PREFIX/DESTDIR);
+# directories are left, as they may hold other things.
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(LIB)) $(DESTDIR)$(BINDIR)/$(notdir $(CLI)) \
+		$(DESTDIR)$(MANDIR)/man1/erdma-shim.1 $(DESTDIR)$(MANDIR)/man7/liberdma_shim.7
 
 clean:
 	rm -rf $(B) $(LIB)

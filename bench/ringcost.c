@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ringcost: what preload/uring.c's one-wait ring costs a blocking accept
- * on a listener with an RDMA door (README, "Process models"): the mean
+ * on a listener with an RDMA door (docs/limits.md, "Process models"): the mean
  * time of io_uring_setup(2 entries), the two mappings (populated, not
  * copied by fork) and their undoing, over N rounds (default 2000).
  *

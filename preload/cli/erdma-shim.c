@@ -52,18 +52,95 @@
 
 extern char **environ;
 
+/* Each subcommand's usage: its synopsis (first line) and its options.
+ * `erdma-shim help SUB`, `erdma-shim SUB --help` print it on stdout; a
+ * usage error prints its message, the fix, and the synopsis on stderr. */
+struct sub_help {
+	const char *name, *synopsis, *options;
+};
+
+static const struct sub_help sub_helps[] = {
+    {"run",
+     "erdma-shim run [--allow RULES] [--deny RULES] [--require] [--log LEVEL]\n"
+     "                      [--stats] [--lib PATH] [--] CMD [ARGS...]",
+     "Run CMD with liberdma_shim.so preloaded.  The first word that is not\n"
+     "an option starts CMD; put -- first if CMD itself starts with -.\n"
+     "  --allow RULES   only these destinations use RDMA (ERDMA_SHIM_ALLOW;\n"
+     "                  CIDR[:port[-port]], [v6]:port, *:port, "
+     "comma-separated)\n"
+     "  --deny RULES    these never use RDMA (ERDMA_SHIM_DENY)\n"
+     "  --require       a connect that can't use RDMA fails "
+     "(ERDMA_SHIM=require)\n"
+     "  --log LEVEL     error, warn, info or debug (ERDMA_SHIM_LOG)\n"
+     "  --stats         a connection summary in the log at exit\n"
+     "  --lib PATH      the library to preload (default: found beside "
+     "erdma-shim)\n"},
+    {"doctor", "erdma-shim doctor [--json]",
+     "Is RDMA usable here?  One line per check (ok, warn, fail) with a fix;\n"
+     "exit 0 when usable, 1 when not.\n"
+     "  --json          the same as JSON\n"},
+    {"probe", "erdma-shim probe HOST:PORT [--timeout MS] [--port-offset N]",
+     "Does an RDMA (shimmed) listener answer at HOST:PORT's RDMA twin port,\n"
+     "and TCP at PORT?  Exit 0: RDMA; 1: TCP only; 2: nothing.\n"
+     "  HOST:PORT       e.g. 10.0.0.2:50051 or [fd00::2]:50051\n"
+     "  --timeout MS    give up after MS milliseconds (default 3000)\n"
+     "  --port-offset N the twin port offset (default: as the library, by\n"
+     "                  transport, or ERDMA_SHIM_PORT_OFFSET)\n"},
+    {"stat", "erdma-shim stat [PID] [--json | --prometheus]",
+     "The connections of running shimmed processes (all, or PID's): path\n"
+     "rdma or tcp, addresses, bytes, and why a connection is on TCP.\n"
+     "  --json          as JSON\n"
+     "  --prometheus    per-process totals in Prometheus' text format\n"},
+};
+
+static const struct sub_help *sub_help_of(const char *name)
+{
+	for (size_t i = 0; i < sizeof(sub_helps) / sizeof(sub_helps[0]); i++)
+		if (!strcmp(sub_helps[i].name, name))
+			return &sub_helps[i];
+	return NULL;
+}
+
 static void usage(FILE *f)
 {
-	fprintf(
-	    f, "usage: erdma-shim run [--allow RULES] [--deny RULES] "
-	       "[--require] [--log LEVEL]\n"
-	       "                      [--stats] [--lib PATH] -- CMD [ARGS...]\n"
-	       "       erdma-shim doctor [--json]\n"
-	       "       erdma-shim probe HOST:PORT [--timeout MS] "
-	       "[--port-offset N]\n"
-	       "       erdma-shim stat [PID] [--json | --prometheus]\n"
-	       "       erdma-shim --version | --help\n"
-	       "See erdma-shim(1) and liberdma_shim(7).\n");
+	fprintf(f, "usage: %s\n", sub_helps[0].synopsis);
+	for (size_t i = 1; i < sizeof(sub_helps) / sizeof(sub_helps[0]); i++)
+		fprintf(f, "       %s\n", sub_helps[i].synopsis);
+	fprintf(f, "       erdma-shim help [COMMAND] | --version | --help\n"
+		   "See erdma-shim(1) and liberdma_shim(7).\n");
+}
+
+/* `erdma-shim help SUB` and `SUB --help`: SUB's usage on stdout, exit 0. */
+static int sub_usage(const char *name)
+{
+	const struct sub_help *h = sub_help_of(name);
+
+	printf("usage: %s\n\n%sSee erdma-shim(1).\n", h->synopsis, h->options);
+	return 0;
+}
+
+static bool is_help(const char *a)
+{
+	return !strcmp(a, "--help") || !strcmp(a, "-h");
+}
+
+/* A usage error of SUB: "erdma-shim SUB: what was wrong (the fix)", then
+ * SUB's synopsis; exit status EX_USAGE. */
+static int __attribute__((format(printf, 2, 3)))
+bad_usage(const char *sub, const char *fmt, ...)
+{
+	const struct sub_help *h = sub ? sub_help_of(sub) : NULL;
+	va_list ap;
+
+	fprintf(stderr, "erdma-shim%s%s: ", sub ? " " : "", sub ? sub : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (h)
+		fprintf(stderr, "\nusage: %s\n", h->synopsis);
+	else
+		fputc('\n', stderr);
+	return EX_USAGE;
 }
 
 /* ---- small helpers ---- */
@@ -171,6 +248,29 @@ static int check_env(void)
 	return chk.bad;
 }
 
+static void opt_bad(const char *msg, bool invalid, void *arg)
+{
+	struct cfg_check *c = arg;
+
+	c->bad += invalid;
+}
+
+/* Would the library take VAR=VAL?  run's options are checked with its own
+ * parser, each alone, so an error names the option, not the variable. */
+static bool opt_value_ok(const char *var, const char *val)
+{
+	struct shim_config c;
+	struct cfg_check chk = {0};
+	char *env[2] = {NULL, NULL};
+
+	if (asprintf(&env[0], "%s=%s", var, val) < 0)
+		return false;
+	shim_config_defaults(&c);
+	shim_config_parse(&c, env, opt_bad, &chk);
+	free(env[0]);
+	return !chk.bad;
+}
+
 static int append_rule(const char *var, const char *val)
 {
 	const char *old = getenv(var);
@@ -217,35 +317,51 @@ static int cmd_run(int argc, char **argv)
 	 * ERDMA_SHIM_ALLOW would otherwise be widened silently. */
 	bool allow_reset = false, deny_reset = false;
 
-	for (i = 0; i < argc && strcmp(argv[i], "--"); i++) {
+	/* Options, then CMD: from "--", or from the first word that is not
+	 * an option (as torsocks and smc_run take it). */
+	for (i = 0; i < argc; i++) {
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		bool takes = !strcmp(o, "--allow") || !strcmp(o, "--deny") ||
 			     !strcmp(o, "--log") || !strcmp(o, "--lib");
 
-		if (takes && (!v || !strcmp(v, "--"))) {
-			fprintf(stderr, "erdma-shim run: %s needs a value\n",
-				o);
-			return EX_USAGE;
+		if (!strcmp(o, "--")) {
+			i++;
+			break;
 		}
-		if (!strcmp(o, "--allow")) {
-			if (!allow_reset)
-				unsetenv("ERDMA_SHIM_ALLOW");
-			allow_reset = true;
-			append_rule("ERDMA_SHIM_ALLOW", v);
-		} else if (!strcmp(o, "--deny")) {
-			if (!deny_reset)
-				unsetenv("ERDMA_SHIM_DENY");
-			deny_reset = true;
-			append_rule("ERDMA_SHIM_DENY", v);
+		if (o[0] != '-')
+			break;
+		if (is_help(o))
+			return sub_usage("run");
+		if (takes && (!v || !strcmp(v, "--")))
+			return bad_usage("run", "%s needs a value", o);
+		if (!strcmp(o, "--allow") || !strcmp(o, "--deny")) {
+			const char *var = o[2] == 'a' ? "ERDMA_SHIM_ALLOW"
+						      : "ERDMA_SHIM_DENY";
+			bool *reset = o[2] == 'a' ? &allow_reset : &deny_reset;
+
+			if (!opt_value_ok(var, v))
+				return bad_usage(
+				    "run",
+				    "%s '%s' is not a list of rules "
+				    "(CIDR[:port[-port]], [v6]:port or *:port, "
+				    "comma-separated; e.g. %s 10.0.0.0/16)",
+				    o, v, o);
+			if (!*reset)
+				unsetenv(var);
+			*reset = true;
+			append_rule(var, v);
 		} else if (!strcmp(o, "--log")) {
+			if (!opt_value_ok("ERDMA_SHIM_LOG", v))
+				return bad_usage("run",
+						 "--log '%s' is not a level "
+						 "(use error, warn, info or "
+						 "debug)",
+						 v);
 			setenv("ERDMA_SHIM_LOG", v, 1);
 		} else if (!strcmp(o, "--lib")) {
-			if (!realpath(v, lib)) {
-				fprintf(stderr,
-					"erdma-shim run: --lib %s: %s\n", v,
-					strerror(errno));
-				return EX_USAGE;
-			}
+			if (!realpath(v, lib))
+				return bad_usage("run", "--lib %s: %s", v,
+						 strerror(errno));
 		} else if (!strcmp(o, "--require")) {
 			setenv("ERDMA_SHIM", "require", 1);
 			continue;
@@ -253,17 +369,17 @@ static int cmd_run(int argc, char **argv)
 			setenv("ERDMA_SHIM_STATS", "1", 1);
 			continue;
 		} else {
-			fprintf(stderr, "erdma-shim run: unknown option %s\n",
-				o);
-			return EX_USAGE;
+			return bad_usage(
+			    "run",
+			    "unknown option %s (if it is the "
+			    "command's, put -- before the command)",
+			    o);
 		}
 		i++;
 	}
-	if (i >= argc - 1) {
-		fprintf(stderr, "erdma-shim run: no command (erdma-shim run "
-				"[options] -- CMD ARGS...)\n");
-		return EX_USAGE;
-	}
+	if (i >= argc)
+		return bad_usage("run", "no command given (erdma-shim run "
+					"[options] CMD ARGS...)");
 	if (!lib[0] && find_lib(lib, sizeof(lib))) {
 		fprintf(stderr,
 			"erdma-shim run: %s not found beside this program, in "
@@ -278,9 +394,8 @@ static int cmd_run(int argc, char **argv)
 		perror("erdma-shim run: setenv");
 		return 1;
 	}
-	execvp(argv[i + 1], argv + i + 1);
-	fprintf(stderr, "erdma-shim run: %s: %s\n", argv[i + 1],
-		strerror(errno));
+	execvp(argv[i], argv + i);
+	fprintf(stderr, "erdma-shim run: %s: %s\n", argv[i], strerror(errno));
 	return errno == ENOENT ? 127 : 126;
 }
 
@@ -705,12 +820,16 @@ static int cmd_doctor(int argc, char **argv)
 	bool usable;
 
 	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
+		if (!strcmp(argv[i], "--json"))
 			r.json = true;
-		} else {
-			usage(stderr);
-			return EX_USAGE;
-		}
+		else if (is_help(argv[i]))
+			return sub_usage("doctor");
+		else
+			return bad_usage(
+			    "doctor",
+			    "unknown %s %s (doctor takes only "
+			    "--json)",
+			    argv[i][0] == '-' ? "option" : "argument", argv[i]);
 	}
 	if (r.json)
 		printf("{\n  \"checks\": [");
@@ -880,31 +999,68 @@ static int cmd_probe(int argc, char **argv)
 {
 	const char *target = NULL, *env = getenv("ERDMA_SHIM_PORT_OFFSET");
 	int timeout = 3000, offset = env ? atoi(env) : -1, rerr, terr;
+	long n;
 	struct sockaddr_storage dst, rdst;
 	char shown[300];
 	socklen_t len;
 	double t0, trdma, ttcp;
 
 	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
-			timeout = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--port-offset") && i + 1 < argc)
-			offset = atoi(argv[++i]);
-		else if (argv[i][0] != '-' && !target)
-			target = argv[i];
-		else
-			target = NULL, argc = -1;
+		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char *end;
+
+		if (is_help(o))
+			return sub_usage("probe");
+		if (!strcmp(o, "--timeout") || !strcmp(o, "--port-offset")) {
+			bool tmo = o[2] == 't';
+
+			n = v ? strtol(v, &end, 10) : -1;
+			if (!v || !*v || *end ||
+			    (tmo ? n <= 0 || n > 3600000 : n < 0 || n > 65535))
+				return bad_usage(
+				    "probe", "%s needs %s, got '%s'", o,
+				    tmo ? "a number of milliseconds, 1..3600000"
+					: "a port offset, 0..65535",
+				    v ? v : "nothing");
+			if (tmo)
+				timeout = (int)n;
+			else
+				offset = (int)n;
+			i++;
+		} else if (o[0] == '-') {
+			return bad_usage("probe",
+					 "unknown option %s (probe takes "
+					 "--timeout MS and --port-offset N)",
+					 o);
+		} else if (target) {
+			return bad_usage(
+			    "probe", "one HOST:PORT only (got '%s' and '%s')",
+			    target, o);
+		} else {
+			target = o;
+		}
 	}
-	if (!target || timeout <= 0 || offset < -1 || offset > 65535) {
-		usage(stderr);
+	if (offset < -1 || offset > 65535)
+		return bad_usage("probe",
+				 "ERDMA_SHIM_PORT_OFFSET=%s is not 0..65535 "
+				 "(unset it, or give --port-offset N)",
+				 env);
+	if (!target)
+		return bad_usage("probe", "no HOST:PORT given (e.g. erdma-shim "
+					  "probe 10.0.0.2:50051)");
+	n = resolve(target, &dst, &len, shown, sizeof(shown));
+	if (n == -1)
+		return bad_usage("probe",
+				 "'%s' has no port: give HOST:PORT (e.g. "
+				 "10.0.0.2:50051, or [fd00::2]:50051 for IPv6)",
+				 target);
+	if (n)
 		return EX_USAGE;
-	}
-	if (resolve(target, &dst, &len, shown, sizeof(shown)))
-		return EX_USAGE;
-	if (!get_port(&dst)) {
-		fprintf(stderr, "erdma-shim probe: port 0\n");
-		return EX_USAGE;
-	}
+	if (!get_port(&dst))
+		return bad_usage("probe",
+				 "port 0 in '%s': give the port the "
+				 "server listens on",
+				 target);
 	if (offset < 0) { /* unset: the library's rule, by transport */
 		struct shim_config d;
 
@@ -1592,16 +1748,27 @@ static int cmd_stat(int argc, char **argv)
 			prom = true;
 			continue;
 		}
+		if (is_help(argv[i]))
+			return sub_usage("stat");
+		if (argv[i][0] == '-')
+			return bad_usage("stat",
+					 "unknown option %s (stat takes a PID, "
+					 "--json or --prometheus)",
+					 argv[i]);
+		if (one)
+			return bad_usage("stat",
+					 "one PID only (got %d and %s; "
+					 "without a PID, stat shows them all)",
+					 one, argv[i]);
 		one = (int)strtol(argv[i], &end, 10);
-		if (*end || one <= 0) {
-			usage(stderr);
-			return EX_USAGE;
-		}
+		if (*end || one <= 0)
+			return bad_usage("stat",
+					 "'%s' is not a process id (a number "
+					 "above 0, as ps shows)",
+					 argv[i]);
 	}
-	if (json && prom) {
-		usage(stderr);
-		return EX_USAGE;
-	}
+	if (json && prom)
+		return bad_usage("stat", "--json and --prometheus: choose one");
 	if (one) {
 		pids = malloc(sizeof(*pids));
 		if (!pids)
@@ -1697,6 +1864,8 @@ static void drop_shim_preload(char **argv)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
+		bad_usage(NULL, "no command given (erdma-shim help COMMAND "
+				"says more)");
 		usage(stderr);
 		return EX_USAGE;
 	}
@@ -1715,10 +1884,23 @@ int main(int argc, char **argv)
 		printf("erdma-shim %s\n", SHIM_VERSION);
 		return 0;
 	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+	if (is_help(argv[1]) || (!strcmp(argv[1], "help") && argc == 2)) {
 		usage(stdout);
 		return 0;
 	}
-	usage(stderr);
-	return EX_USAGE;
+	if (!strcmp(argv[1], "help")) {
+		if (argc > 3)
+			return bad_usage(NULL,
+					 "help takes one command (erdma-shim "
+					 "help COMMAND)");
+		if (sub_help_of(argv[2]))
+			return sub_usage(argv[2]);
+		return bad_usage(NULL,
+				 "no command '%s' (run, doctor, probe, stat)",
+				 argv[2]);
+	}
+	return bad_usage(NULL,
+			 "unknown command '%s' (run, doctor, probe or stat; "
+			 "erdma-shim help lists them)",
+			 argv[1]);
 }

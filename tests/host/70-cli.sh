@@ -2,7 +2,10 @@
 # erdma-shim, the operator CLI, on a host without RDMA:
 #   doctor   reports no RDMA device with a fix line, exits 1; --json parses
 #   run      sets LD_PRELOAD and the ERDMA_SHIM_* variables, rejects a bad
-#            value, warns when the shim is already preloaded
+#            option value naming the option, warns when the shim is already
+#            preloaded; takes CMD without -- (the first non-option word)
+#   help     `help SUB`, `SUB --help`: SUB's usage on stdout, exit 0; every
+#            usage error: what was wrong and the fix, exit 64
 #   probe    of a closed port fails quickly (exit 2, tcp refused)
 #   stat     of a live shimmed program: its connections with exact byte
 #            counts, path tcp, reason "no RDMA device" (table and --json);
@@ -67,13 +70,81 @@ grep -q 'warning: LD_PRELOAD already contains liberdma_shim.so' "$TMP/dup.err" |
 # (only LD_PRELOAD counts: the suite's runner exports SHIM=.../liberdma_shim.so too)
 [ "$(grep '^LD_PRELOAD=' "$TMP/dup.out" | grep -o liberdma_shim | wc -l)" = 1 ] ||
 	fail "run: the shim preloaded twice"
+# A bad option value: the error names the option (never the variable, nor
+# the library's "running on TCP only"), and the command does not run.
+for bad in "--log verbose" "--log loud" "--allow 10.0.0.0/33" "--deny nonsense"; do
+	rc=0
+	# shellcheck disable=SC2086 # the option and its value, split on purpose
+	"$CLI" run $bad -- sh -c 'echo RAN' >"$TMP/bad.out" 2>"$TMP/bad.err" || rc=$?
+	opt=${bad%% *} val=${bad#* }
+	[ $rc = 64 ] && grep -q "^erdma-shim run: $opt '$val' is not " "$TMP/bad.err" ||
+		fail "run $bad: exit $rc, want 64 and a line naming $opt: $(cat "$TMP/bad.err")"
+	! grep -qE 'ERDMA_SHIM|running on TCP only' "$TMP/bad.err" || fail "run $bad: the library's message: $(cat "$TMP/bad.err")"
+	! grep -q RAN "$TMP/bad.out" || fail "run $bad: the command ran"
+done
+# run CMD without --: the first word that is not an option starts CMD, and
+# what follows is CMD's (env -0 is env's option, not run's)
+"$CLI" run --log info env -u NOPE >"$TMP/nodash.out" 2>/dev/null || fail "run --log info env -u NOPE (no --): exit $?"
+grep -qxF "LD_PRELOAD=$SHIM" "$TMP/nodash.out" && grep -qxF ERDMA_SHIM_LOG=info "$TMP/nodash.out" ||
+	fail "run CMD without --: not run under the shim"
+"$CLI" run sh -c 'echo "$0 $1"' --lib x >"$TMP/nodash.out" 2>&1 || fail "run sh -c ... --lib x: exit $?"
+grep -qxF -- "--lib x" "$TMP/nodash.out" || fail "run CMD --lib x: run took the command's argument ($(cat "$TMP/nodash.out"))"
 rc=0
-"$CLI" run --log loud -- true 2>"$TMP/bad.err" || rc=$?
-[ $rc = 64 ] && grep -q "ERDMA_SHIM_LOG='loud' is invalid" "$TMP/bad.err" || fail "run --log loud: exit $rc, want 64 and the parser's message"
+"$CLI" run --bogus ls >/dev/null 2>"$TMP/bad.err" || rc=$?
+[ $rc = 64 ] && grep -q "unknown option --bogus (if it is the command's, put -- before the command)" "$TMP/bad.err" ||
+	fail "run --bogus ls: exit $rc, $(cat "$TMP/bad.err")"
 rc=0
 "$CLI" run -- /nonexistent/cmd 2>/dev/null || rc=$?
 [ $rc = 127 ] || fail "run of a missing command: exit $rc (want 127)"
 echo "PASS run: LD_PRELOAD and 5 variables set, bad value refused (64), double preload warned"
+
+# ---- help and usage errors ----
+# Per-subcommand help on stdout, exit 0: its own synopsis, not the others'
+for h in "help run:run" "run --help:run" "run -h:run" "doctor --help:doctor" "stat --help:stat" \
+	"probe --help:probe" "help doctor:doctor" "help stat:stat" "help probe:probe"; do
+	args=${h%:*} sub=${h##*:}
+	rc=0
+	# shellcheck disable=SC2086 # words, split on purpose
+	"$CLI" $args >"$TMP/help.out" 2>"$TMP/help.err" || rc=$?
+	[ $rc = 0 ] || fail "erdma-shim $args: exit $rc (want 0): $(cat "$TMP/help.err")"
+	head -n 1 "$TMP/help.out" | grep -q "^usage: erdma-shim $sub " ||
+		fail "erdma-shim $args: first line is not $sub's usage: $(head -n 1 "$TMP/help.out")"
+	[ "$(grep -c 'erdma-shim [a-z]' "$TMP/help.out")" -le 2 ] ||
+		fail "erdma-shim $args: prints every subcommand's usage"
+	[ ! -s "$TMP/help.err" ] || fail "erdma-shim $args: wrote to stderr"
+done
+"$CLI" help >"$TMP/help.out" || fail "erdma-shim help: exit $?"
+for sub in run doctor probe stat; do
+	grep -q "erdma-shim $sub" "$TMP/help.out" || fail "erdma-shim help does not list $sub"
+done
+# Every usage error: exit 64, a first line "erdma-shim SUB: what (fix)",
+# the subcommand's synopsis after it; never the bare general usage.
+usage_err() { # WANT-REGEX ARGS...
+	local want=$1 rc=0
+	shift
+	"$CLI" "$@" >"$TMP/ue.out" 2>"$TMP/ue.err" </dev/null || rc=$?
+	[ $rc = 64 ] || fail "erdma-shim $*: exit $rc (want 64)"
+	head -n 1 "$TMP/ue.err" | grep -Eq "^erdma-shim( [a-z]+)?: $want" ||
+		fail "erdma-shim $*: first line '$(head -n 1 "$TMP/ue.err")', want '$want'"
+	echo "PASS usage error: erdma-shim $* -> $(head -n 1 "$TMP/ue.err")"
+}
+usage_err "'foo' has no port: give HOST:PORT \(e\.g\. 10\.0\.0\.2:50051" probe foo
+usage_err "'10\.0\.0\.2' has no port: give HOST:PORT" probe 10.0.0.2
+usage_err 'no HOST:PORT given \(e\.g\.' probe
+usage_err 'unknown option --bogus \(probe takes --timeout MS and --port-offset N\)' probe --bogus 127.0.0.1:1
+usage_err "--timeout needs a number of milliseconds, 1\.\.3600000, got 'soon'" probe 127.0.0.1:1 --timeout soon
+usage_err "one HOST:PORT only \(got '127\.0\.0\.1:1' and '127\.0\.0\.1:2'\)" probe 127.0.0.1:1 127.0.0.1:2
+usage_err "port 0 in '127\.0\.0\.1:0'" probe 127.0.0.1:0
+usage_err 'unknown option --bogus \(doctor takes only --json\)' doctor --bogus
+usage_err "unknown option --bogus \(stat takes a PID, --json or --prometheus\)" stat --bogus
+usage_err "'abc' is not a process id" stat abc
+usage_err '--json and --prometheus: choose one' stat --json --prometheus
+usage_err 'no command given \(erdma-shim run \[options\] CMD ARGS\.\.\.\)' run
+usage_err '--log needs a value' run --log
+usage_err "unknown command 'frobnicate' \(run, doctor, probe or stat" frobnicate
+usage_err "no command 'frobnicate' \(run, doctor, probe, stat\)" help frobnicate
+usage_err 'no command given' 
+echo "PASS help: help SUB and SUB --help print SUB's usage (exit 0); each usage error says what and how to fix it (exit 64)"
 
 # ---- probe: a closed port ----
 port=$(free_port)

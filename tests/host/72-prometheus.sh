@@ -6,7 +6,7 @@
 #     bytes sent/received on path tcp exact after a first exchange, then
 #     moved by exactly a second, 5 MB transfer; connections by path and
 #     reason, process info, every family with HELP and TYPE
-#   - the metric names are the ones erdma-shim(1) and the README list
+#   - the metric names are the ones erdma-shim(1) and docs/design.md list
 #   - node_exporter's textfile collector takes the file (no scrape error)
 #     and serves the samples
 #   - stat PID --prometheus of a process without a table: exit 1, still
@@ -20,7 +20,7 @@ PARSE=$ROOT/tests/host/prom_parse.py
 NE=/usr/bin/prometheus-node-exporter
 [ -x "$CLI" ] || fail "$CLI not built (run make)"
 [ -x "$PEER" ] || fail "$PEER not built (run make)"
-[ -x "$NE" ] || fail "$NE missing (make deps installs prometheus-node-exporter)"
+[ -x "$NE" ] || fail "$NE missing (make test-deps installs prometheus-node-exporter)"
 
 $PY "$PARSE" --self-test >"$TMP/self.out" || { cat "$TMP/self.out" >&2; fail "the exposition parser accepts malformed input"; }
 echo "PASS parser: $(cat "$TMP/self.out")"
@@ -124,17 +124,17 @@ for v in (a, b):
 EOF
 echo "PASS counters: tcp bytes out/in 1009/300 after the first exchange, +2000016/+3000000 after the second; connections{path=tcp,reason=no RDMA device} 1"
 
-# The names in the man page and the README are the names in the output.
+# The names in the man page and docs/design.md are the names in the output.
 names=$(sed -n 's/^# TYPE \([a-z_]*\) .*/\1/p' "$TMP/r1.prom" | sort)
 man_names=$(grep -o 'erdma_shim_[a-z_]*' "$ROOT/preload/man/erdma-shim.1" | grep -v '^erdma_shim_so' | sort -u)
-readme_names=$(sed -n '/^## Operators/,/^## /p' "$ROOT/README.md" | grep -o 'erdma_shim_[a-z_]*' | sort -u)
+readme_names=$(sed -n '/^## Operators/,/^## /p' "$ROOT/docs/design.md" | grep -o 'erdma_shim_[a-z_]*' | sort -u)
 [ "$names" = "$man_names" ] || fail "erdma-shim(1) lists other metric names: $(diff <(echo "$names") <(echo "$man_names") | grep '^[<>]' | tr '\n' ' ')"
-[ "$names" = "$readme_names" ] || fail "README's Operators section lists other metric names: $(diff <(echo "$names") <(echo "$readme_names") | grep '^[<>]' | tr '\n' ' ')"
+[ "$names" = "$readme_names" ] || fail "docs/design.md's Operators section lists other metric names: $(diff <(echo "$names") <(echo "$readme_names") | grep '^[<>]' | tr '\n' ' ')"
 for n in $names; do
 	t=$(sed -n "s/^# TYPE $n //p" "$TMP/r1.prom")
 	grep -A3 -F "$n" "$ROOT/preload/man/erdma-shim.1" | grep -qw "$t" || fail "erdma-shim(1): $n is not documented as a $t"
 done
-echo "PASS docs: the $(echo "$names" | wc -l) metric families, with their types, are the ones in erdma-shim(1) and the README"
+echo "PASS docs: the $(echo "$names" | wc -l) metric families, with their types, are the ones in erdma-shim(1) and docs/design.md"
 
 # node_exporter's textfile collector: the file as an operator would write it.
 mkdir "$TMP/textfile"

@@ -22,7 +22,7 @@ version=$(sed -n 's/^VERSION := //p' Makefile)
 [ -n "$version" ] || fail "no VERSION in the Makefile"
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 for t in dpkg-buildpackage dh lintian; do
-	command -v "$t" >/dev/null || fail "$t missing (make deps installs dpkg-dev, debhelper, lintian)"
+	command -v "$t" >/dev/null || fail "$t missing (make test-deps installs dpkg-dev, debhelper, lintian)"
 done
 host_before=$(dpkg-query -W -f='${Status}' liberdma-shim 2>/dev/null || echo absent)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # runner-timeout: 300
-# README's "Deploy on a cluster": every command in its code blocks runs
+# README's "Deploy on a cluster": every command in its ```sh blocks runs
 # here (or, for the two this host cannot run, is checked against what the
 # code does and named in the section as such).  A command added to the
 # section without a case below fails the test.
@@ -30,9 +30,9 @@ CLI=$ROOT/erdma-shim
 version=$(sed -n 's/^VERSION := //p' Makefile)
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 
-# The section's commands: indented lines of its code blocks, comments cut.
-sed -n '/^## Deploy on a cluster$/,/^## /p' README.md |
-	grep -E '^ {4,}[a-z]' | sed -E 's/^ +//; s/ +#.*$//' >"$TMP/cmds"
+# The section's commands: the lines of its ```sh fenced blocks, comments
+# cut (docs/testing.md: other blocks -- bash, ini, yaml -- are examples).
+sed -n '/^## Deploy on a cluster$/,/^## /p' README.md | "$ROOT/tests/host/readme-cmds" >"$TMP/cmds"
 [ "$(wc -l <"$TMP/cmds")" -ge 6 ] || { cat "$TMP/cmds" >&2; fail "README: no 'Deploy on a cluster' section with its commands"; }
 # modprobe and the memlock advice are prose; the section must still name them
 sec=$(sed -n '/^## Deploy on a cluster$/,/^## /p' README.md)

@@ -19,12 +19,13 @@
 #   make fuzz                  its RESULT line (ERDMA_FUZZ_SECONDS=2)
 #   make install PREFIX=/usr DESTDIR=D
 #                              library, CLI, both man pages; the installed
-#                              CLI's `run` preloads the installed library
+#                              CLI's `run` preloads the installed library;
+#                              make uninstall (same D) removes exactly those
 #   make check-rdma-prereqs    every file tests/rdma/ uses ($ROOT/..., the
 #                              test programs) is there
 #   make check-host            "host: N passed, 0 failed" (this test, nested
 #                              in it, only says it is nested)
-# The targets that use the soft-RoCE VM -- check-rdma, soak, demo, test --
+# The targets that use the soft-RoCE VM -- check-rdma, soak, demo(-full), test --
 # are NOT run here: the host suite runs before the VM suite in make test,
 # and a nested VM would wait on the machine's VM lock (tests/vm/vm-run).
 # Instead, in a copy never built, `make -n` of each shows it builds the
@@ -54,7 +55,7 @@ fi
 # reach the copy's library as nobody)
 chmod 755 "$TMP"
 for tool in cpio readelf; do
-	command -v $tool >/dev/null || fail "$tool not found (make deps)"
+	command -v $tool >/dev/null || fail "$tool not found (make test-deps)"
 done
 
 # fresh DIR: a copy of the tree's sources, without build products
@@ -191,6 +192,13 @@ done
 [ -x "$DEST/usr/bin/erdma-shim" ] || fail "make install: erdma-shim not executable"
 "$DEST/usr/bin/erdma-shim" run -- env 2>/dev/null | grep -qxF "LD_PRELOAD=$DEST/usr/lib/liberdma_shim.so" ||
 	fail "installed erdma-shim run does not preload the installed library"
+# make uninstall, same PREFIX and DESTDIR: every file install put there
+# goes, nothing else is touched (a file of someone else's stays)
+mkdir -p "$DEST/usr/bin" && echo other >"$DEST/usr/bin/other-tool"
+(cd "$TMP/install/src" && clean_env make uninstall PREFIX=/usr DESTDIR="$DEST") >"$TMP/uninstall.log" 2>&1 ||
+	{ cat "$TMP/uninstall.log" >&2; fail "make uninstall: exit $?"; }
+left=$(cd "$DEST" && find . -type f | sort | tr '\n' ' ')
+[ "$left" = "./usr/bin/other-tool " ] || fail "make uninstall left or removed other files: '$left'"
 
 # make check-rdma-prereqs: every file the RDMA suite uses is there
 ok prereqs
@@ -227,13 +235,30 @@ out=$(dry soak SOAK_SECONDS=10)
 grep -q -- '-o build/tsan/liberdma_shim.so' <<<"$out" && grep -q -- '-o liberdma_shim.so' <<<"$out" ||
 	fail "make -n soak: does not build what check-rdma builds"
 grep -q 'ERDMA_SOAK_SECONDS=10 tests/vm/check-rdma' <<<"$out" || fail "make -n soak: no check-rdma run"
-out=$(dry demo DEMO_FLAGS=--quick)
+# make demo: the headline table only (one round, 64K/1M streams, 1/4K
+# ping-pong, 1M gRPC, no idle row, no siw pass), DEMO_FLAGS after its own
+out=$(dry demo DEMO_FLAGS="--rounds 2")
 grep -q -- '-o liberdma_shim.so' <<<"$out" || fail "make -n demo: does not build the library"
-grep -qx 'bench/demo --quick' <<<"$out" || fail "make -n demo DEMO_FLAGS=--quick: not passed on"
+grep -qx 'bench/demo --quick --stream-sizes "64K 1M" --pp-sizes "1 4K" --grpc-sizes 1M --idle-conns "" --rounds 2' <<<"$out" ||
+	fail "make -n demo: not the headline run with DEMO_FLAGS after: $(grep 'bench/demo' <<<"$out")"
+! grep -q 'link siw' <<<"$out" || fail "make -n demo: runs the siw pass (make demo-full's)"
+out=$(dry demo-full DEMO_FLAGS=--quick)
+grep -q -- '-o liberdma_shim.so' <<<"$out" || fail "make -n demo-full: does not build the library"
+grep -qx 'bench/demo --quick' <<<"$out" || fail "make -n demo-full DEMO_FLAGS=--quick: not passed on"
 # in the VM bed, then the same over soft-iWARP, the flags passed on too
-grep -q 'bench/demo --no-build --link siw .* --quick;' <<<"$out" || fail "make -n demo: no siw run, or DEMO_FLAGS not passed on to it"
+grep -q 'bench/demo --no-build --link siw .* --quick;' <<<"$out" || fail "make -n demo-full: no siw run, or DEMO_FLAGS not passed on to it"
 out=$(dry test)
 grep -q -- '-o liberdma_shim.so' <<<"$out" && grep -q 'tests/run-all' <<<"$out" || fail "make -n test: no build, or no tests/run-all"
+# make deps installs a build's packages only (README sends users to it on
+# real hosts); make test installs the bed's first (make test-deps), so CI's
+# fresh machine (.ci/run: make test) gets them
+out=$(dry deps)
+grep -q 'librdmacm-dev' <<<"$out" || fail "make -n deps: does not install librdmacm-dev"
+! grep -qE 'qemu|linux-image|linux-source|nginx|node-exporter|valgrind|clang' <<<"$out" ||
+	fail "make -n deps: installs test bed packages: $(grep -oE 'qemu[^ ]*|linux-image[^ ]*|nginx[^ ]*|valgrind|clang[^ ]*' <<<"$out" | sort -u | tr '\n' ' ')"
+out=$(dry test)
+grep -q 'qemu-system-x86' <<<"$out" && grep -q 'build-siw --packages' <<<"$out" ||
+	fail "make -n test: does not install the bed's packages (make test-deps)"
 # A plain make without gRPC or cmocka (PKG_CONFIG=false: neither is found)
 # builds the library, the CLI, the test programs and the other benches,
 # and says in one line each what it left out.

@@ -8,7 +8,7 @@
 # does), once over kernel TCP and once under the shim with ERDMA_SHIM=require
 # (every TCP connection it makes must be RDMA, or fail).  The transcripts
 # must be identical except for the lines matched by KNOWN below, each a
-# documented deviation (README, "Compatibility and limits").
+# documented deviation (docs/limits.md).
 . "$(dirname "$0")/lib/common.bash"
 export PASSTHRU_ADDR4=$IP0 PASSTHRU_ADDR6=::ffff:$IP0
 # fork: a child can't use its parent's RDMA connection (README); not run.

@@ -99,14 +99,14 @@ echo "PASS ERDMA_SHIM=require -> plain server: connect refused, nothing sent ove
 # here on every run).
 U=$PROGS/uring_io
 LIBURING=$(ls /usr/lib/*/liburing.so.2 2>/dev/null | head -n 1)
-[ -n "$LIBURING" ] || fail "liburing.so.2 not found (make deps installs liburing2)"
+[ -n "$LIBURING" ] || fail "liburing.so.2 not found (make test-deps installs liburing2)"
 out=$(env LD_PRELOAD="$LIBURING:$PRELOAD" ERDMA_SHIM_LOG=debug timeout 60 "$U" "$IP0" 2>&1) ||
 	fail "io_uring with liburing loaded: $out"
 grep -q 'liburing.so.2 is loaded' <<<"$out" || fail "io_uring: the shim did not say why: $out"
 grep -q 'TCP (liburing is loaded' <<<"$out" || fail "io_uring: the connect did not stay on TCP: $out"
 echo "PASS io_uring with liburing loaded: TCP, $(grep '^uring:' <<<"$out")"
 if out=$(env LD_PRELOAD="$PRELOAD" timeout 60 "$U" "$IP0" 2>&1); then
-	fail "io_uring without liburing now works over the shim: README's limit is out of date ($out)"
+	fail "io_uring without liburing now works over the shim: docs/limits.md is out of date ($out)"
 fi
 echo "KNOWN io_uring without liburing (not detected): $(grep '^uring:' <<<"$out" || echo "$out" | tail -n 1)"
 echo "RESULT: 6 fallback cases behave as specified"

@@ -47,7 +47,7 @@ fi
 # sha256 as without the shim.
 nginx_case() {
 	local www=$WORK/www port=28080 i rc sum before=$fails mib=8
-	command -v nginx >/dev/null || { echo "FAIL nginx: not installed (make deps)"; fails=$((fails + 1)); return; }
+	command -v nginx >/dev/null || { echo "FAIL nginx: not installed (make test-deps)"; fails=$((fails + 1)); return; }
 	# libasan preloaded into curl deadlocks at its start, shim or not
 	# (tests/host/20-curl-http.sh): under SANITIZE=1 the clients are
 	# Python's urllib; nginx (the part under test) stays the same.

@@ -66,7 +66,7 @@
 #            the fd count after each close is the one after the first
 #   poll-none  a connection whose peer closed (EOF read), watched with events
 #            0: poll and epoll_wait sleep their whole 0.5 s.  KNOWN: the
-#            shim's poll returns 0 at once (README, "Hang-ups")
+#            shim's poll returns 0 at once (docs/limits.md, "Hang-ups")
 #   close-jump  close, close_range and dup2 over a connection's fd just
 #            after its connect, while a 50 ms timer's handler jumps away:
 #            the call is done (the fd closed, or /dev/null).  Run twice:

@@ -8,7 +8,7 @@
 # Leaks of librdmacm/libibverbs or libc themselves are listed, not judged.
 # Not in the sanitizer pass (valgrind and ASan exclude each other).
 . "$(dirname "$0")/lib/common.bash"
-command -v valgrind >/dev/null || fail "valgrind not installed (make deps)"
+command -v valgrind >/dev/null || fail "valgrind not installed (make test-deps)"
 N=${ERDMA_VALGRIND_CYCLES:-100}
 C=$PROGS/cycles
 hold=$WORK/hold

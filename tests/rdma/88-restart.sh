@@ -5,7 +5,7 @@
 # the restart its connections are on RDMA again -- in auto mode, where the
 # negative cache could otherwise keep the peer on TCP for its TTL (30 s).
 # A connect in the moment between the new server's listen() and its first
-# accept (when its RDMA listener opens: README, "Process models") is served
+# accept (when its RDMA listener opens: docs/limits.md, "Process models") is served
 # over TCP; the negative cache then holds the peer for 1 s only (its TTL
 # grows per refusal in a row), so RDMA must be back within a few seconds.
 # The client's ERDMA_SHIM_LOG=debug lines say the path of every connect; the

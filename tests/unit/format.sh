@@ -4,7 +4,7 @@
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 command -v clang-format >/dev/null || {
-	echo "clang-format not found (make deps installs it)"
+	echo "clang-format not found (make test-deps installs it)"
 	exit 1
 }
 if ! out=$(make -s -C "$ROOT" --no-print-directory format-check 2>&1); then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The library's rooms only look down (README "Layout"): preload/base/ uses
+# The library's rooms only look down (docs/design.md "Layout"): preload/base/ uses
 # nothing above it, rsocket_glue/ uses the base only, the socket object
 # (every preload/*.c that is not one of the exported families listed in
 # FAMILIES below: sock.c, kind.c, sockfd.c, watch.c, settle.c, stats.c...)

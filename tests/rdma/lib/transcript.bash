@@ -4,7 +4,7 @@
 #
 # The caller declares KNOWN (an associative array: case -> why it differs),
 # the deviations from kernel TCP that are understood and documented in
-# README ("Compatibility and limits").  They are still run and shown with
+# docs/limits.md.  They are still run and shown with
 # their difference; a listed case that starts matching the kernel fails the
 # test, so such a list can only shrink.
 
@@ -31,7 +31,7 @@ compare() {
 			if [ -n "${KNOWN[$c]:-}" ]; then
 				NDIFF=$((NDIFF + 1))
 				FAILED+=("$c")
-				echo "FAIL $c: identical now, but listed as a known deviation: remove it from KNOWN and README"
+				echo "FAIL $c: identical now, but listed as a known deviation: remove it from KNOWN and docs/limits.md"
 				continue
 			fi
 			echo "PASS $c"
