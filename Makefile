@@ -202,7 +202,7 @@ TEST_DEPS := rdma-core rdmacm-utils ibverbs-utils ibverbs-providers libcmocka-de
 	qemu-system-x86 busybox-static linux-image-amd64 iproute2 kmod cpio \
 	xz-utils gzip valgrind procps gdb clang libclang-rt-14-dev nginx-light \
 	prometheus-node-exporter debhelper dpkg-dev lintian liburing2 \
-	clang-format
+	clang-format postgresql-15
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # apt_install PACKAGES: install those not installed yet (idempotent)
 define apt_install
