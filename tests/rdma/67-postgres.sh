@@ -153,6 +153,13 @@ round() {
 		bad "start $r: the postmaster $PM is gone: $(tail -n 5 "$WORK/server.log")"
 }
 
+# What the operator is told: doctor, run as the service's user with its
+# limit, says how many connections its locked memory holds.
+fit=$(as_pg bash -c "ulimit -l 8192; '$ROOT/erdma-shim' doctor" 2>&1 | grep -o 'about [0-9]* connections* fit' | grep -o '[0-9]*' || true)
+[ -n "$fit" ] && [ "$fit" -lt 12 ] ||
+	fail "erdma-shim doctor, as postgres with 8 MiB locked: no 'about N connections fit' below 12 ('$fit')"
+echo "PASS doctor as postgres: about $fit connections fit in 8 MiB of locked memory"
+
 start
 cl require pgbench -i -q -s $SCALE postgres >"$WORK/init.log" 2>&1 || fail "pgbench -i: $(tail -n 3 "$WORK/init.log")"
 for ((r = 1; r <= STARTS; r++)); do
@@ -165,6 +172,6 @@ grep -q 'check ulimit -l' "$WORK/server.log" ||
 if grep -E 'terminated by signal|was terminated|server process .* exited with exit code [^01]' "$WORK/server.log"; then
 	bad "a server process died (above)"
 fi
-figure "postgres: $(grep -c 'handed over at fork' "$WORK/server.log") RDMA connections handed over in $STARTS start(s)"
+figure "postgres: $(grep -c 'handed over at fork' "$WORK/server.log") RDMA connections handed over in $STARTS start(s); doctor: about $fit fit in 8 MiB"
 [ "$fails" = 0 ] || { tail -n 30 "$WORK/server.log"; fail "$fails PostgreSQL check(s) failed"; }
 echo "RESULT: PostgreSQL under the shim gives kernel TCP's answers ($STARTS start(s))"
