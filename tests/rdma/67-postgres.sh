@@ -66,6 +66,7 @@ select md5(string_agg(a::text, ',' order by aid)) from pgbench_accounts a;
 select md5(string_agg(b::text, ',' order by bid)) from pgbench_branches b;
 select md5(string_agg(t::text, ',' order by tid)) from pgbench_tellers t;
 select md5(coalesce(string_agg(h::text, ',' order by tid, bid, aid, delta, mtime), '')) from pgbench_history h;
+select inet_client_addr();
 explain (costs off) select count(*) from pgbench_accounts;"
 
 fails=0
