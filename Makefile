@@ -161,8 +161,9 @@ $(GRPC_RAW): bench/grpc_raw/grpc_raw.c Makefile $(FLAGS_STAMP)
 CLI := erdma-shim
 MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null)
 all: $(CLI)
-CLI_OBJ := $(B)/cli/erdma-shim.o $(B)/cli/config.o
+CLI_OBJ := $(B)/cli/erdma-shim.o $(B)/cli/stat.o $(B)/cli/config.o
 $(B)/cli/erdma-shim.o: preload/cli/erdma-shim.c Makefile $(FLAGS_STAMP)
+$(B)/cli/stat.o: preload/cli/stat.c Makefile $(FLAGS_STAMP)
 $(B)/cli/config.o: preload/base/config.c Makefile $(FLAGS_STAMP)
 $(CLI_OBJ):
 	@mkdir -p $(dir $@)
