@@ -234,8 +234,9 @@ test: deps
 
 check: test
 
-# The unit phase of `make test`: the cmocka tests, the export check and a
-# short fuzzing run (ERDMA_FUZZ_SECONDS, 20 by default).
+# The unit phase of `make test`: the cmocka tests, the export check and
+# short fuzzing runs (ERDMA_FUZZ_SECONDS, 20 by default, for the config
+# parser; ERDMA_FUZZ_STAT_SECONDS, 10, for stat's table reader).
 check-unit: all
 	tests/lib/runner.sh --suite unit $(UNITS) tests/unit/*.sh
 
@@ -274,9 +275,11 @@ asan:
 	$(MAKE) B=build/asan LIB=build/asan/liberdma_shim.so SANITIZE=1 \
 		build/asan/liberdma_shim.so
 
-# A longer fuzzing run of the ERDMA_SHIM_* parser (make test runs 20 s).
+# Longer fuzzing runs of the ERDMA_SHIM_* parser and of erdma-shim stat's
+# table reader (make test runs them 20 s and 10 s).
 fuzz:
 	ERDMA_FUZZ_SECONDS=$${ERDMA_FUZZ_SECONDS:-600} tests/unit/fuzz-config.sh
+	ERDMA_FUZZ_STAT_SECONDS=$${ERDMA_FUZZ_SECONDS:-600} tests/unit/fuzz-stat.sh
 
 # DEMO_FLAGS: bench/demo's options (bench/demo --help), e.g. DEMO_FLAGS=--quick.
 DEMO_FLAGS ?=

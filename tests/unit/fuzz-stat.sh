@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# A bounded libFuzzer run on erdma-shim stat's table reader
+# (preload/cli/stat.c) with ASan+UBSan: forged tables -- any header and
+# slot bytes, any length -- are checked and printed as text, JSON and
+# Prometheus; fails on any crash, sanitizer report, or an output byte that
+# is a control character (other than the newline) or not ASCII.
+# ERDMA_FUZZ_STAT_SECONDS, default 10; `make fuzz` runs longer.
+set -eu
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+exec "$ROOT/tests/lib/fuzz.sh" fuzz_stat "${ERDMA_FUZZ_STAT_SECONDS:-10}" 4096 \
+	"$ROOT/tests/fuzz/corpus-stat" "the stat table reader (output clean ASCII lines)" -- \
+	-I"$ROOT/preload" -I"$ROOT/preload/cli" "$ROOT/tests/fuzz/fuzz_stat.c" "$ROOT/preload/cli/stat.c"
