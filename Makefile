@@ -125,6 +125,12 @@ $(B)/tests/progs/secure_env: tests/progs/secure_env.c $(LIB) Makefile $(FLAGS_ST
 	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -o $@ $< -Wl,--no-as-needed $(abspath $(LIB)) \
 		-Wl,-rpath,$(abspath $(dir $(LIB))) -Wl,--as-needed
 
+# listenlock takes the shim's listen lock through the library's own object
+# (tests/host/93-security-files.sh): no listener reaches it without RDMA.
+$(B)/tests/progs/listenlock: tests/progs/listenlock.c $(B)/rsocket_glue/listenlock.o Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/rsocket_glue/listenlock.o
+
 # A unit test needs no Makefile edit: tests/unit/test_X.c is linked with
 # the library's own object of X.c (preload/ or rsocket_glue/), the very
 # code that ships, and stubs whatever else that object calls.
