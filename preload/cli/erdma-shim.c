@@ -255,6 +255,19 @@ static int cmd_run(int argc, char **argv)
 			SHIM_MULTIARCH[0] ? SHIM_MULTIARCH : "TRIPLET");
 		return EX_USAGE;
 	}
+	/* ld.so splits LD_PRELOAD at spaces as well as colons: "/opt/my
+	 * libs/liberdma_shim.so" would preload "/opt/my" and, relative,
+	 * "libs/liberdma_shim.so" -- from the current directory. */
+	if (strpbrk(lib, " :\t\n")) {
+		fprintf(
+		    stderr,
+		    "erdma-shim run: the library path '%s' contains a space "
+		    "or ':', which LD_PRELOAD cannot hold (ld.so splits "
+		    "there); install or link the library under a path "
+		    "without them and use --lib PATH\n",
+		    lib);
+		return EX_USAGE;
+	}
 	if (check_env())
 		return EX_USAGE;
 	if (set_preload(lib)) {

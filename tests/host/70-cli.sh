@@ -73,7 +73,16 @@ rc=0
 rc=0
 "$CLI" run -- /nonexistent/cmd 2>/dev/null || rc=$?
 [ $rc = 127 ] || fail "run of a missing command: exit $rc (want 127)"
-echo "PASS run: LD_PRELOAD and 5 variables set, bad value refused (64), double preload warned"
+# ld.so splits LD_PRELOAD at spaces too: a library path with a space or ':'
+# would preload something else (relative: from the current directory).
+for d in "$TMP/my libs" "$TMP/my:libs"; do
+	mkdir -p "$d" && cp "$SHIM" "$d/"
+	rc=0
+	"$CLI" run --lib "$d/liberdma_shim.so" -- env >"$TMP/sp.out" 2>"$TMP/sp.err" || rc=$?
+	[ $rc = 64 ] && grep -q "contains a space or ':'" "$TMP/sp.err" && [ ! -s "$TMP/sp.out" ] ||
+		fail "run --lib '$d/liberdma_shim.so': exit $rc, want 64, a message and no command run"
+done
+echo "PASS run: LD_PRELOAD and 5 variables set, bad value refused (64), double preload warned, a library path with a space or ':' refused (64)"
 
 # ---- probe: a closed port ----
 port=$(free_port)
