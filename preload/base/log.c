@@ -85,8 +85,14 @@ static int log_file_open(const char *path)
 			  O_NOCTTY | O_CLOEXEC,
 		      0600);
 
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		int e = errno;
+
+		/* O_CREAT|O_NOFOLLOW on a symlink in a sticky directory is
+		 * EACCES on some kernels: say what it is */
+		return lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) ? -ELOOP
+								    : -e;
+	}
 	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
 		REAL(close)(fd); /* resolved before shim_log_open runs */
 		return -EPERM;

@@ -442,7 +442,8 @@ struct prom_proc {
 static void prom_add(struct prom_proc *p, const struct erdma_stat_slot *s,
 		     const struct tcp_bytes *tb)
 {
-	size_t i;
+	char why[sizeof(s->reason)];
+	size_t i, k;
 
 	if (s->path == ERDMA_PATH_RDMA) {
 		p->in[s->path] += s->bytes_in;
@@ -453,16 +454,22 @@ static void prom_add(struct prom_proc *p, const struct erdma_stat_slot *s,
 		p->in[s->path] += tb->in;
 		p->out[s->path] += tb->out;
 	}
+	/* Grouped by the reason as its label prints (prom_label): two
+	 * reasons that differ only in bytes printed as '?' are one series. */
+	for (k = 0; k + 1 < sizeof(why) && s->reason[k]; k++) {
+		unsigned char c = (unsigned char)s->reason[k];
+
+		why[k] = c != '\n' && (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
+	}
+	why[k] = '\0';
 	for (i = 0; i < p->ng; i++)
-		if (p->g[i].path == s->path &&
-		    !strcmp(p->g[i].reason, s->reason))
+		if (p->g[i].path == s->path && !strcmp(p->g[i].reason, why))
 			break;
 	if (i == p->ng) {
-		/* at most one group per slot: g has h.nslots entries */
+		/* at most one group per slot: g has ERDMA_STAT_SLOTS entries */
 		p->g[i].path = s->path;
 		p->g[i].n = 0;
-		snprintf(p->g[i].reason, sizeof(p->g[i].reason), "%s",
-			 s->reason);
+		memcpy(p->g[i].reason, why, sizeof(why));
 		p->ng++;
 	}
 	p->g[i].n++;
