@@ -16,26 +16,29 @@
 #           created), nobody's file held with flock stalls nothing, a
 #           sibling holding root's lock stalls a listen 1 s at most
 #   stat    nobody's live process maps forged tables (terminal escapes,
-#           newlines, C1 bytes, bad addresses in every string and slot; one
-#           flipping nslots and truncating its file in a loop): root's
-#           erdma-shim stat (text, JSON, Prometheus; an ASan+UBSan build
-#           for the flipping one) prints no raw control or non-ASCII byte,
-#           exits 0, shows the forged strings escaped (JSON round-trips)
+#           newlines, C1 bytes, bad addresses in every string and slot):
+#           root's erdma-shim stat (text, JSON, Prometheus) prints no raw
+#           control or non-ASCII byte, exits 0, shows the forged strings
+#           escaped (JSON round-trips), Prometheus text stays valid
+#   statflip  the forger flips nslots and shrinks its files in a loop: an
+#           ASan+UBSan build of the CLI, 45 runs, no report, exit 0
 #   pidns   containers sharing /dev/shm: a process in another pid namespace
 #           with the same pid as a host process keeps its own table (the
-#           host's is not truncated), and one whose pid is free on the host
-#           is not swept by a host process (unshare -p --mount-proc,
-#           ns_last_pid picks the pids)
+#           host's keeps its connection) (unshare -p --mount-proc,
+#           ns_last_pid picks the pid)
+#   pidsweep  one whose pid is free on the host is not swept by a host
+#           process's first table, and stat lists it
 # SEC_CASES="tables log ..." runs a subset (to show each case fails on a
 # tree without the fixes: copy this file into it and run it there).
-# fs.protected_regular / fs.protected_symlinks (Debian's default is 0 and
-# 0 for regular files in /dev/shm's case here) are reported, not changed.
+# fs.protected_regular and fs.protected_symlinks (0 is the kernel's
+# default; when 1, the kernel itself refuses some of these attacks) are
+# reported, not changed.
 set -eu
 . "$(dirname "$0")/lib.sh"
 
 CLI=$ROOT/erdma-shim
 LOCKP=$PROGS/listenlock
-CASES=${SEC_CASES:-tables log lock stat pidns}
+CASES=${SEC_CASES:-tables log lock stat statflip pidns pidsweep}
 [ "$(id -u)" = 0 ] || { note "not root: cannot play nobody against root"; result "skipped (needs root)"; exit 0; }
 [ -x "$CLI" ] || fail "$CLI not built (run make)"
 NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
@@ -220,6 +223,14 @@ case_lock() {
 	echo "PASS lock: root's lock is root's, 0600; a sibling holding it stalls a listen ${ms} ms, not forever"
 }
 
+cat >"$TMP/nsrun.sh" <<'EOF'
+# in a new pid namespace: the next pid is $1; run the victim with it
+echo $(($1 - 1)) >/proc/sys/kernel/ns_last_pid
+shift
+"$@" &
+wait
+EOF
+
 # nobody's forger: maps tables under its own names (the layout of
 # version 1, erdma-shim.PID, and 2, erdma-shim.PID.PIDNS.UID) with forged
 # strings; with "flip", flips nslots and truncates the files forever.
@@ -268,7 +279,7 @@ EOF
 chmod 644 "$TMP/forge.py"
 
 case_stat() {
-	local fp fmt i f asan=$TMP/erdma-shim-asan
+	local fp fmt i
 	bg_start plain "$TMP/forge.out" "$TMP/forge.err" "${NOBODY[@]}" "$PY" "$TMP/forge.py"
 	fp=$(wait_line "$TMP/forge.out" '^ready ' 20 "$BG_PID" | cut -d' ' -f2) || { cat "$TMP/forge.err" >&2; fail "stat: the forger did not start"; }
 	PLANTED+=("/dev/shm/erdma-shim.$fp" "/dev/shm/erdma-shim.$fp.$NS.$NUID")
@@ -298,7 +309,10 @@ EOF
 	kill "$BG_PID"
 	wait_exit "$BG_PID" 10
 	echo "PASS stat: nobody's forged table: text/JSON/Prometheus clean ASCII, exit 0, strings escaped (JSON round-trips)"
+}
 
+case_statflip() {
+	local fp fmt i f asan=$TMP/erdma-shim-asan
 	# the same forger flipping nslots and truncating its files, read by
 	# an ASan+UBSan build of the CLI
 	cc -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
@@ -321,18 +335,11 @@ EOF
 }
 
 case_pidns() {
-	local b bport ans p2 a2 a2ns
+	local b bport ans
 	if ! unshare -p -f --mount-proc true 2>/dev/null; then
 		note "pidns: unshare -p -f --mount-proc not possible here: case left out"
 		return 0
 	fi
-	cat >"$TMP/nsrun.sh" <<'EOF'
-# in a new pid namespace: the next pid is $1; run the victim with it
-echo $(($1 - 1)) >/proc/sys/kernel/ns_last_pid
-shift
-"$@" &
-wait
-EOF
 	# the host's victim B, and A in a new namespace with B's pid
 	start_victim nsb
 	b=$VPID
@@ -354,8 +361,14 @@ assert [c for c in p[0]["connections"] if c["local"].endswith(":" + sys.argv[3])
 EOF
 	ans=$(compgen -G "/dev/shm/erdma-shim.$b.*.0" | grep -v "\.$NS\.0$" || true)
 	[ -n "$ans" ] || fail "pidns: A (pid $b in its namespace) has no table of its own"
+	PLANTED+=($ans) # killed with its namespace: nobody else removes it
 	echo "PASS pidns: equal pids in two namespaces: two tables, the host's keeps its connection"
+}
 
+case_pidsweep() {
+	local b p2 a2 a2ns
+	unshare -p -f --mount-proc true 2>/dev/null || return 0
+	b=$$
 	# A2 in a new namespace with a pid free on the host; a host process's
 	# sweep must leave its table
 	for p2 in $(seq $((b + 3000)) $((b + 3100))); do [ -e "/proc/$p2" ] || break; done
@@ -365,8 +378,10 @@ EOF
 	a2=$BG_PID
 	wait_line "$TMP/nsa2.out" '^ready ' 20 "$a2" >/dev/null || fail "pidns: A2 did not start"
 	[ "$(awk '/^pid/{print $2}' "$TMP/nsa2.out")" = "$p2" ] || { note "pidns: A2 did not get pid $p2: sweep case left out"; return 0; }
-	a2ns=$(compgen -G "/dev/shm/erdma-shim.$p2.*" || true)
+	# (erdma-shim.PID: the name before the namespace was in it)
+	a2ns=$(ls -d "/dev/shm/erdma-shim.$p2" "/dev/shm/erdma-shim.$p2".* 2>/dev/null | head -1 || true)
 	[ -n "$a2ns" ] || fail "pidns: A2 (pid $p2 in its namespace) made no table"
+	PLANTED+=("$a2ns")
 	[ ! -e "/proc/$p2" ] || { note "pidns: host pid $p2 taken meanwhile: sweep case left out"; return 0; }
 	start_victim nsc # its first table sweeps
 	go_victim nsc
