@@ -5,5 +5,5 @@
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 exec "$ROOT/tests/lib/fuzz.sh" fuzz_config "${ERDMA_FUZZ_SECONDS:-20}" 512 \
-	"$ROOT/tests/fuzz/corpus" "the config parser (every report one clean line)" -- \
+	"$ROOT/tests/fuzz/corpus" "the config parser" "every report one clean line" -- \
 	-I"$ROOT/preload/base" "$ROOT/tests/fuzz/fuzz_config.c" "$ROOT/preload/base/config.c"
