@@ -695,6 +695,7 @@ static struct erdma_stat_hdr *table_copy(int fd)
 	struct erdma_stat_hdr *b = malloc(ERDMA_STAT_SIZE);
 	bool ok = a && b && pread_all(fd, a, ERDMA_STAT_SIZE);
 	unsigned int unsettled = ok;
+	static bool moved[ERDMA_STAT_SLOTS]; /* copied from the last read */
 
 	for (int round = 0; ok && unsettled && round < 3; round++) {
 		ok = pread_all(fd, b, ERDMA_STAT_SIZE);
@@ -702,14 +703,16 @@ static struct erdma_stat_hdr *table_copy(int fd)
 		for (unsigned int i = 0; ok && i < ERDMA_STAT_SLOTS; i++) {
 			uint32_t sa = a->slot[i].seq, sb = b->slot[i].seq;
 
-			if ((sa & 1) || sa != sb) {
+			moved[i] = (sa & 1) || sa != sb;
+			if (moved[i]) {
 				a->slot[i] = b->slot[i];
 				unsettled++;
 			}
 		}
 	}
+	/* a slot taken from the last read has no later read to check it */
 	for (unsigned int i = 0; ok && unsettled && i < ERDMA_STAT_SLOTS; i++)
-		if ((a->slot[i].seq & 1) || a->slot[i].seq != b->slot[i].seq)
+		if (moved[i])
 			a->slot[i].path = ERDMA_PATH_FREE;
 	free(b);
 	if (!ok) {
