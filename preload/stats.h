@@ -112,17 +112,21 @@ static inline void erdma_stat_name(char *buf, size_t len, int pid,
 		 (unsigned long long)pidns, uid);
 }
 
-/* PID, PIDNS and UID of a table's name; false if it is not one. */
+/* PID, PIDNS and UID of a table's name; false if it is not one (exactly
+ * as erdma_stat_name writes it: no sign, space or leading zero). */
 static inline bool erdma_stat_parse_name(const char *name, int *pid,
 					 uint64_t *pidns, unsigned int *uid)
 {
-	char tail;
+	char tail, again[64];
 	unsigned long long ns;
 
 	if (strncmp(name, ERDMA_STAT_BASE, sizeof(ERDMA_STAT_BASE) - 1) ||
 	    sscanf(name + sizeof(ERDMA_STAT_BASE) - 1, "%d.%llu.%u%c", pid, &ns,
 		   uid, &tail) != 3 ||
 	    *pid <= 0 || !ns)
+		return false;
+	erdma_stat_name(again, sizeof(again), *pid, ns, *uid);
+	if (strcmp(again, name))
 		return false;
 	*pidns = ns;
 	return true;
