@@ -798,6 +798,66 @@ static struct erdma_stat_hdr *table_open(int dfd, const char *name, int pid,
 	return h;
 }
 
+/* The initial pid namespace's inode (PROC_PID_INIT_INO, fixed). */
+#define PID_NS_INIT_INO 0xEFFFFFFCull
+
+struct ns_set {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+/*
+ * Every pid namespace a process lives in, from /proc: only root in the
+ * initial pid namespace sees every process, so only it can tell that
+ * another namespace is gone (a killed container's tables have no one else
+ * to remove them).  false when not that caller (or /proc can't be read).
+ */
+static bool live_namespaces(struct ns_set *set, uint64_t own_ns)
+{
+	DIR *d;
+	struct dirent *e;
+	char path[300];
+	struct stat sb;
+
+	if (geteuid() != 0 || own_ns != PID_NS_INIT_INO ||
+	    !(d = opendir("/proc")))
+		return false;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/ns/pid", e->d_name);
+		if (stat(path, &sb))
+			continue; /* exited meanwhile, or a kernel thread */
+		if (set->n == set->cap) {
+			size_t cap = set->cap ? set->cap * 2 : 64;
+			uint64_t *v = realloc(set->v, cap * sizeof(*v));
+
+			if (!v) {
+				closedir(d);
+				return false; /* can't tell: remove nothing */
+			}
+			set->v = v;
+			set->cap = cap;
+		}
+		set->v[set->n++] = sb.st_ino;
+	}
+	closedir(d);
+	return true;
+}
+
+static bool ns_live(const struct ns_set *set, uint64_t ns)
+{
+	for (size_t i = 0; i < set->n; i++)
+		if (set->v[i] == ns)
+			return true;
+	return false;
+}
+
+static bool ns_gone(int fd, void *arg)
+{
+	return true; /* decided by the caller: its namespace is gone */
+}
+
 /* The names of the tables in /dev/shm. */
 static int name_list(int dfd, char ***out)
 {
@@ -862,6 +922,8 @@ int cmd_stat(int argc, char **argv)
 	bool json = false, prom = false, stale;
 	int one = 0, n, shown = 0, dfd;
 	uint64_t own_ns = erdma_stat_pidns();
+	struct ns_set live = {0};
+	bool all_ns = false;
 	struct diag d = {0};
 	struct prom_proc *pv = NULL;
 	char **names = NULL;
@@ -885,6 +947,8 @@ int cmd_stat(int argc, char **argv)
 		return EX_USAGE;
 	dfd = open(ERDMA_STAT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	n = dfd >= 0 ? name_list(dfd, &names) : 0;
+	if (n && !one)
+		all_ns = live_namespaces(&live, own_ns);
 	if (prom && n && !(pv = calloc((size_t)n, sizeof(*pv)))) {
 		n = 0;
 		prom = false;
@@ -902,6 +966,16 @@ int cmd_stat(int argc, char **argv)
 		if (!erdma_stat_parse_name(names[i], &pid, &ns, &uid) ||
 		    (one && (pid != one || ns != own_ns)))
 			continue;
+		if (all_ns && ns != own_ns && !ns_live(&live, ns)) {
+			if (erdma_stat_unlink_stale(dfd, names[i], uid, 20,
+						    ns_gone, NULL, close) == 0)
+				fprintf(stderr,
+					"erdma-shim stat: removed the stale "
+					"segment of pid %d of pid namespace "
+					"%llu (no process left in it)\n",
+					pid, (unsigned long long)ns);
+			continue;
+		}
 		h = table_open(dfd, names[i], pid, ns, uid, ns == own_ns,
 			       &stale);
 		if (stale)
@@ -941,6 +1015,7 @@ int cmd_stat(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
+	free(live.v);
 	free(d.v);
 	if (dfd >= 0)
 		close(dfd);

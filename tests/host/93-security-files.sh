@@ -27,7 +27,8 @@
 #           host's keeps its connection) (unshare -p --mount-proc,
 #           ns_last_pid picks the pid)
 #   pidsweep  one whose pid is free on the host is not swept by a host
-#           process's first table, and stat lists it
+#           process's first table, and stat lists it; once its namespace
+#           is gone, root's stat removes it
 # SEC_CASES="tables log ..." runs a subset (to show each case fails on a
 # tree without the fixes: copy this file into it and run it there).
 # fs.protected_regular and fs.protected_symlinks (0 is the kernel's
@@ -347,6 +348,7 @@ case_pidns() {
 	bport=$(awk '/^ready/{print $2}' "$TMP/nsb.out")
 	ERDMA_SHIM_LOG=info bg_start plain "$TMP/nsa.out" "$TMP/nsa.err" unshare -p -f --kill-child --mount-proc \
 		sh "$TMP/nsrun.sh" "$b" env LD_PRELOAD="$(shim_preload)" "$PY" "$TMP/victim.py"
+	NSA=$BG_PID
 	wait_line "$TMP/nsa.out" '^ready ' 20 "$BG_PID" >/dev/null || { cat "$TMP/nsa.err" >&2; fail "pidns: A did not start"; }
 	[ "$(awk '/^pid/{print $2}' "$TMP/nsa.out")" = "$b" ] || {
 		note "pidns: ns_last_pid did not give A pid $b ($(cat "$TMP/nsa.out")): case left out"
@@ -363,6 +365,8 @@ EOF
 	[ -n "$ans" ] || fail "pidns: A (pid $b in its namespace) has no table of its own"
 	PLANTED+=($ans) # killed with its namespace: nobody else removes it
 	echo "PASS pidns: equal pids in two namespaces: two tables, the host's keeps its connection"
+	kill -KILL "$NSA" # (unshare passes SIGTERM on; SIGKILL kills its namespace)
+	wait_exit "$NSA" 10
 }
 
 case_pidsweep() {
@@ -392,6 +396,25 @@ import json, sys
 assert [p for p in json.load(open(sys.argv[1])) if p["pid"] == int(sys.argv[2]) and p["connections"]]
 EOF
 	echo "PASS pidns: a host process's sweep leaves another namespace's live table (host pid $p2 free); stat lists it"
+
+	# the namespace killed (a container gone): root's stat, in the initial
+	# pid namespace, sees no process left in it and removes its table
+	[ "$NS" = 4026531836 ] || { note "pidns: not in the initial pid namespace: removal of a dead namespace's table not checked"; return 0; }
+	a2ns=${a2ns#/dev/shm/erdma-shim.$p2.}
+	a2ns=${a2ns%.0}
+	# (unshare passes SIGTERM on and waits; killed, its child, the
+	# namespace's init, gets SIGKILL: --kill-child)
+	kill -KILL "$a2"
+	wait_exit "$a2" 10
+	for _ in $(seq 100); do
+		stat -Lc %i /proc/[0-9]*/ns/pid 2>/dev/null | grep -qx "$a2ns" || break
+		sleep 0.05
+	done
+	"$CLI" stat >/dev/null 2>"$TMP/nsgone.err" || fail "pidns: stat: exit $?"
+	grep -q "removed the stale segment of pid $p2 of pid namespace $a2ns (no process left in it)" "$TMP/nsgone.err" ||
+		{ cat "$TMP/nsgone.err" >&2; fail "pidns: stat did not remove the table of the dead namespace $a2ns"; }
+	[ ! -e "/dev/shm/erdma-shim.$p2.$a2ns.0" ] || fail "pidns: the dead namespace's table is still there"
+	echo "PASS pidns: once its namespace is gone, root's stat removes its table"
 }
 
 for c in $CASES; do
