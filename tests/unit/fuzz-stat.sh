@@ -14,4 +14,4 @@ if [ -n "${ERDMA_FUZZ_SECONDS:-}" ] && [ "$ERDMA_FUZZ_SECONDS" -lt "$secs" ]; th
 fi
 exec "$ROOT/tests/lib/fuzz.sh" fuzz_stat "$secs" 4096 \
 	"$ROOT/tests/fuzz/corpus-stat" "the stat table reader" "every output byte printable ASCII or a newline" -- \
-	-I"$ROOT/preload" -I"$ROOT/preload/cli" "$ROOT/tests/fuzz/fuzz_stat.c" "$ROOT/preload/cli/stat.c"
+	-Wno-gnu-variable-sized-type-not-at-end -I"$ROOT/preload" -I"$ROOT/preload/cli" "$ROOT/tests/fuzz/fuzz_stat.c" "$ROOT/preload/cli/stat.c"
