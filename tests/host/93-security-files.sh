@@ -370,13 +370,18 @@ EOF
 }
 
 case_pidsweep() {
-	local b p2 a2 a2ns
+	local b p p2 a2 a2ns
 	unshare -p -f --mount-proc true 2>/dev/null || return 0
 	b=$$
 	# A2 in a new namespace with a pid free on the host; a host process's
 	# sweep must leave its table
-	for p2 in $(seq $((b + 3000)) $((b + 3100))); do [ -e "/proc/$p2" ] || break; done
-	[ "$p2" -lt "$(cat /proc/sys/kernel/pid_max)" ] || { note "pidns: no free pid near $((b + 3000)): sweep case left out"; return 0; }
+	# a free pid behind the kernel's pid cursor (not handed out again
+	# before the pids wrap)
+	p2=
+	for p in $(seq $((b - 100)) -1 300); do
+		[ -e "/proc/$p" ] || { p2=$p; break; }
+	done
+	[ -n "$p2" ] || { note "pidns: no free pid below $b: sweep case left out"; return 0; }
 	bg_start plain "$TMP/nsa2.out" "$TMP/nsa2.err" unshare -p -f --kill-child --mount-proc \
 		sh "$TMP/nsrun.sh" "$p2" env LD_PRELOAD="$(shim_preload)" "$PY" "$TMP/victim.py"
 	a2=$BG_PID
