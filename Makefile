@@ -127,6 +127,12 @@ $(B)/tests/progs/secure_env: tests/progs/secure_env.c $(LIB) Makefile $(FLAGS_ST
 	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -o $@ $< -Wl,--no-as-needed $(abspath $(LIB)) \
 		-Wl,-rpath,$(abspath $(dir $(LIB))) -Wl,--as-needed
 
+# listenlock takes the shim's listen lock through the library's own object
+# (tests/host/93-security-files.sh): no listener reaches it without RDMA.
+$(B)/tests/progs/listenlock: tests/progs/listenlock.c $(B)/rsocket_glue/listenlock.o Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/rsocket_glue/listenlock.o
+
 # A unit test needs no Makefile edit: tests/unit/test_X.c is linked with
 # the library's own object of X.c (preload/ or rsocket_glue/), the very
 # code that ships, and stubs whatever else that object calls.
@@ -163,8 +169,9 @@ $(GRPC_RAW): bench/grpc_raw/grpc_raw.c Makefile $(FLAGS_STAMP)
 CLI := erdma-shim
 MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null)
 all: $(CLI)
-CLI_OBJ := $(B)/cli/erdma-shim.o $(B)/cli/config.o
+CLI_OBJ := $(B)/cli/erdma-shim.o $(B)/cli/stat.o $(B)/cli/config.o
 $(B)/cli/erdma-shim.o: preload/cli/erdma-shim.c Makefile $(FLAGS_STAMP)
+$(B)/cli/stat.o: preload/cli/stat.c Makefile $(FLAGS_STAMP)
 $(B)/cli/config.o: preload/base/config.c Makefile $(FLAGS_STAMP)
 $(CLI_OBJ):
 	@mkdir -p $(dir $@)
@@ -245,8 +252,9 @@ test: test-deps
 
 check: test
 
-# The unit phase of `make test`: the cmocka tests, the export check and a
-# short fuzzing run (ERDMA_FUZZ_SECONDS, 20 by default).
+# The unit phase of `make test`: the cmocka tests, the export check and
+# short fuzzing runs (ERDMA_FUZZ_SECONDS, 20 by default, for the config
+# parser; ERDMA_FUZZ_STAT_SECONDS, 10, for stat's table reader).
 check-unit: all
 	tests/lib/runner.sh --suite unit $(UNITS) tests/unit/*.sh
 
@@ -286,9 +294,11 @@ asan:
 	$(MAKE) B=build/asan LIB=build/asan/liberdma_shim.so SANITIZE=1 \
 		build/asan/liberdma_shim.so
 
-# A longer fuzzing run of the ERDMA_SHIM_* parser (make test runs 20 s).
+# Longer fuzzing runs of the ERDMA_SHIM_* parser and of erdma-shim stat's
+# table reader (make test runs them 20 s and 10 s).
 fuzz:
 	ERDMA_FUZZ_SECONDS=$${ERDMA_FUZZ_SECONDS:-600} tests/unit/fuzz-config.sh
+	ERDMA_FUZZ_STAT_SECONDS=$${ERDMA_FUZZ_SECONDS:-600} tests/unit/fuzz-stat.sh
 
 # DEMO_FLAGS: bench/demo's options (bench/demo --help), added after the
 # target's own (a later option wins), e.g. DEMO_FLAGS="--rounds 3".

@@ -43,73 +43,160 @@ static uint64_t now_s(void)
 	return (uint64_t)ts.tv_sec;
 }
 
+static bool pid_gone(int fd, void *arg)
+{
+	return kill((pid_t)(intptr_t)arg, 0) && errno == ESRCH;
+}
+
+static bool always_gone(int fd, void *arg)
+{
+	return true;
+}
+
+static int real_close(int fd)
+{
+	return REAL(close)(fd);
+}
+
 /* Tables of processes that died without removing theirs (killed, or a fork
  * child that left with _exit): the first table a process makes sweeps
- * them, so they can't pile up between two `erdma-shim stat` runs. */
-static void sweep_dead(void)
+ * them, so they can't pile up between two `erdma-shim stat` runs.  Only
+ * tables of our euid and our pid namespace: another namespace's pid 42 is
+ * not our pid 42, and kill() can't see it.  A live pid keeps its table,
+ * even if the pid was reused (that process replaces it when it makes its
+ * own, or it stays until then). */
+static void sweep_dead(int dfd, uint64_t ns)
 {
-	const char *pre = ERDMA_STAT_SHM_NAME + 1;
-	size_t plen = strlen(pre);
-	DIR *d = opendir("/dev/shm");
+	int d2 = REAL(fcntl)(dfd, F_DUPFD_CLOEXEC, 0); /* fdopendir owns it */
+	DIR *d = d2 >= 0 ? fdopendir(d2) : NULL;
+	unsigned int uid = geteuid(), u;
 	struct dirent *e;
+	uint64_t n;
+	int pid;
 
-	if (!d)
+	if (!d) {
+		if (d2 >= 0)
+			REAL(close)(d2);
 		return;
-	while ((e = readdir(d))) {
-		char *end;
-		long pid;
-
-		if (strncmp(e->d_name, pre, plen))
-			continue;
-		pid = strtol(e->d_name + plen, &end, 10);
-		if (*end || pid <= 0 || pid == getpid())
-			continue;
-		if (kill((pid_t)pid, 0) && errno == ESRCH)
-			unlinkat(dirfd(d), e->d_name, 0);
 	}
+	while ((e = readdir(d)))
+		if (erdma_stat_parse_name(e->d_name, &pid, &n, &u) && n == ns &&
+		    u == uid && pid != getpid())
+			erdma_stat_unlink_stale(dfd, e->d_name, uid, 1,
+						pid_gone, (void *)(intptr_t)pid,
+						real_close);
 	closedir(d);
+}
+
+static char seg_name[64]; /* our table's name in /dev/shm */
+
+/*
+ * Make our table in /dev/shm: O_EXCL|O_NOFOLLOW, 0600, so no other user's
+ * file is ever opened, followed or mapped here.  A file already under our
+ * name is a table left by an earlier process with our pid in our namespace
+ * (a dead one, or our own image before an exec): replaced only if it is a
+ * regular file of ours, under its lock.  Anything else (another user made
+ * it first) means no shared table, said once.  Returns the fd or -errno.
+ */
+static int seg_create(int dfd, uint64_t ns)
+{
+	const int fl = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	struct stat sb;
+	int fd, r;
+
+	erdma_stat_name(seg_name, sizeof(seg_name), (int)getpid(), ns,
+			geteuid());
+	fd = openat(dfd, seg_name, fl, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		r = erdma_stat_unlink_stale(dfd, seg_name, geteuid(), 20,
+					    always_gone, NULL, real_close);
+		if (r && r != -ESTALE && r != -ENOENT) {
+			shim_info("stats: no shared table: " ERDMA_STAT_DIR
+				  "/%s exists and is %s",
+				  seg_name,
+				  r == -EPERM	? "not a file of ours"
+				  : r == -ELOOP ? "a symlink"
+						: "busy");
+			return r;
+		}
+		fd = openat(dfd, seg_name, fl, 0600);
+	}
+	if (fd < 0) {
+		r = -errno;
+		shim_info("stats: cannot create " ERDMA_STAT_DIR "/%s (%s)",
+			  seg_name, strerror(-r));
+		return r;
+	}
+	/* O_EXCL made it: ours.  Checked all the same (one fstat). */
+	if (fstat(fd, &sb) || sb.st_uid != geteuid() || !S_ISREG(sb.st_mode)) {
+		REAL(close)(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+/* The shared table, mapped; NULL when it can't be made. */
+static void *seg_map_shared(void)
+{
+	uint64_t ns = erdma_stat_pidns();
+	void *p = MAP_FAILED;
+	int dfd, fd;
+
+	if (!ns) {
+		shim_info("stats: no shared table: this process's pid "
+			  "namespace is unknown (/proc not mounted)");
+		return NULL;
+	}
+	dfd = open(ERDMA_STAT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		shim_info("stats: cannot open " ERDMA_STAT_DIR " (%s)",
+			  strerror(errno));
+		return NULL;
+	}
+	fd = seg_create(dfd, ns);
+	if (fd >= 0) {
+		if (ftruncate(fd, (off_t)ERDMA_STAT_SIZE) == 0)
+			p = mmap(NULL, ERDMA_STAT_SIZE, PROT_READ | PROT_WRITE,
+				 MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED) {
+			shim_info("stats: cannot map " ERDMA_STAT_DIR
+				  "/%s (%s)",
+				  seg_name, strerror(errno));
+			unlinkat(dfd, seg_name, 0);
+		}
+		REAL(close)(fd);
+	}
+	if (p != MAP_FAILED)
+		sweep_dead(dfd, ns);
+	REAL(close)(dfd);
+	return p == MAP_FAILED ? NULL : p;
 }
 
 /* Map the table: shared under /dev/shm, or private when only the exit
  * summary wants it.  NULL when neither works. */
 static struct erdma_stat_hdr *seg_map(void)
 {
-	char name[64];
-	void *p = MAP_FAILED;
-	int fd;
+	void *p = NULL;
 
 	if (shim_cfg.stats_shm) {
-		snprintf(name, sizeof(name), ERDMA_STAT_SHM_NAME "%d",
-			 (int)getpid());
-		/* O_TRUNC: a file left by a dead process with our pid is
-		 * stale; 0600: addresses are the owner's business. */
-		fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-		if (fd >= 0) {
-			if (ftruncate(fd, (off_t)ERDMA_STAT_SIZE) == 0)
-				p = mmap(NULL, ERDMA_STAT_SIZE,
-					 PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-					 0);
-			REAL(close)(fd);
-			if (p == MAP_FAILED)
-				shm_unlink(name);
-		}
-		if (p == MAP_FAILED)
-			shim_info("stats: cannot create /dev/shm%s (%s)", name,
-				  strerror(errno));
-		seg_shared = p != MAP_FAILED;
-		if (seg_shared)
-			sweep_dead();
+		p = seg_map_shared();
+		seg_shared = p != NULL;
 	}
-	if (p == MAP_FAILED && shim_cfg.stats)
+	if (!p && shim_cfg.stats) {
 		p = mmap(NULL, ERDMA_STAT_SIZE, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+		if (p == MAP_FAILED)
+			p = NULL;
+	}
+	return p;
 }
 
 static void seg_fill_header(struct erdma_stat_hdr *h)
 {
 	h->version = ERDMA_STAT_VERSION;
 	h->pid = (int32_t)getpid();
+	h->uid = geteuid();
+	h->pidns = erdma_stat_pidns();
 	h->nslots = ERDMA_STAT_SLOTS;
 	h->slot_size = sizeof(struct erdma_stat_slot);
 	h->started = now_s();
@@ -513,13 +600,14 @@ SHIM_STARTUP(STATS, .start = shim_stat_init, .child = stat_atfork_child);
 __attribute__((destructor)) static void shim_stat_fini(void)
 {
 	struct erdma_stat_hdr *h = shim_stat_seg;
-	char name[64];
+	char name[96];
 
 	if (stat_on && shim_cfg.stats)
 		print_summary(h);
+	/* Our own name: only we (our euid) or root could have replaced it
+	 * in the sticky /dev/shm, so no lock is needed to remove it. */
 	if (h && seg_shared && h->pid == (int32_t)getpid()) {
-		snprintf(name, sizeof(name), ERDMA_STAT_SHM_NAME "%d",
-			 (int)getpid());
-		shm_unlink(name);
+		snprintf(name, sizeof(name), ERDMA_STAT_DIR "/%s", seg_name);
+		unlink(name);
 	}
 }

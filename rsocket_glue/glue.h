@@ -145,6 +145,12 @@ int sg_arm_poll(struct pollfd *fds, nfds_t nfds);
  * polled by the kernel alone (rpoll on a listener can lag by seconds). */
 int sg_listen_pollfd(int lrs);
 
+/* listenlock.c: the user's listen lock, LOCK_EX, waited for at most
+ * SG_LISTEN_LOCK_MS; its fd (close it to let go), or -errno (said in one
+ * info line) and the caller goes on without. */
+#define SG_LISTEN_LOCK_MS 1000
+int sg_listen_lock(void);
+
 /* Socket options, mapped onto what rsockets can honour (opts.c). */
 int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len);
 /* Apply the ERDMA_SHIM_* tunables to a fresh rsocket (before connect/listen),

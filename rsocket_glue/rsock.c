@@ -610,25 +610,11 @@ int sg_listen_pollfd(int lrs)
 	return listen_pollfd[lrs] - 1; /* stored +1: 0 means none */
 }
 
-/*
- * rdma_cm lets two ids bind one port with SO_REUSEADDR (which listeners
- * need: a restarted server's old ids linger after its exit), and then
- * refuses rdma_listen to each of them, as each sees the other bound: the
- * workers of a prefork server opening their port's door at once (see
- * preload/socket.c) all ended on TCP.  A host-wide lock around bind and
- * listen lets the first through; the others find it listening.  Without
- * the lock file (no /dev/shm), it is as before.
- */
-#define LISTEN_LOCK "/dev/shm/erdma-shim.listen.lock"
-
+/* Around bind and listen: see listenlock.c. */
 static int listen_lock(void)
 {
-	int fd = open(LISTEN_LOCK, O_RDONLY | O_CREAT | O_CLOEXEC, 0666);
+	int fd = sg_listen_lock();
 
-	if (fd >= 0 && flock(fd, LOCK_EX) < 0) {
-		REAL(close)(fd);
-		fd = -1;
-	}
 	__atomic_store_n(&listen_lock_held, fd, __ATOMIC_RELEASE);
 	return fd;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int shim_log_level = SHIM_LOG_WARN;
 
@@ -67,22 +68,59 @@ void shim_log_start(void)
 	remember_target(); /* fd 2, as it is at start-up */
 }
 
+/*
+ * ERDMA_SHIM_LOG_FILE is opened the way a root process must open a path in a
+ * directory other users write (the man page's /tmp/shim.%p.log): no
+ * symlink followed (O_NOFOLLOW), no FIFO or device waited on (O_NONBLOCK,
+ * then a regular file only), and an existing file only if it is our euid's
+ * -- else another user could have made it first and read every peer the
+ * debug log names, or point it at a file of their choice.  Made 0600.
+ * Refused: one line on stderr, and the log stays there.  -errno or the fd.
+ */
+static int log_file_open(const char *path)
+{
+	struct stat sb;
+	int fd = open(path,
+		      O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK |
+			  O_NOCTTY | O_CLOEXEC,
+		      0600);
+
+	if (fd < 0) {
+		int e = errno;
+
+		/* O_CREAT|O_NOFOLLOW on a symlink in a sticky directory is
+		 * EACCES on some kernels: say what it is */
+		return lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) ? -ELOOP
+								    : -e;
+	}
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
+		REAL(close)(fd); /* resolved before shim_log_open runs */
+		return -EPERM;
+	}
+	return fd;
+}
+
 void shim_log_open(const struct shim_config *c)
 {
+	int fd;
+
 	shim_log_level = c->log_level;
 	if (!c->log_file[0])
 		return;
 	expand_path(c->log_file, log_path, sizeof(log_path));
-	log_fd =
-	    open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (log_fd < 0) {
-		log_fd = 2;
+	fd = log_file_open(log_path);
+	if (fd < 0) {
 		shim_log_write(SHIM_LOG_WARN,
 			       "ERDMA_SHIM_LOG_FILE: cannot open '%s' (%s); "
 			       "logging to stderr",
-			       log_path, strerror(errno));
+			       log_path,
+			       fd == -EPERM || fd == -ENXIO
+				   ? "not a regular file of this user"
+			       : fd == -ELOOP ? "a symbolic link"
+					      : strerror(-fd));
 		return;
 	}
+	log_fd = fd;
 	remember_target();
 }
 

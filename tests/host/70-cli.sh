@@ -96,7 +96,16 @@ rc=0
 rc=0
 "$CLI" run -- /nonexistent/cmd 2>/dev/null || rc=$?
 [ $rc = 127 ] || fail "run of a missing command: exit $rc (want 127)"
-echo "PASS run: LD_PRELOAD and 5 variables set, bad value refused (64), double preload warned"
+# ld.so splits LD_PRELOAD at spaces too: a library path with a space or ':'
+# would preload something else (relative: from the current directory).
+for d in "$TMP/my libs" "$TMP/my:libs"; do
+	mkdir -p "$d" && cp "$SHIM" "$d/"
+	rc=0
+	"$CLI" run --lib "$d/liberdma_shim.so" -- env >"$TMP/sp.out" 2>"$TMP/sp.err" || rc=$?
+	[ $rc = 64 ] && grep -q "contains a space or ':'" "$TMP/sp.err" && [ ! -s "$TMP/sp.out" ] ||
+		fail "run --lib '$d/liberdma_shim.so': exit $rc, want 64, a message and no command run"
+done
+echo "PASS run: LD_PRELOAD and 5 variables set, bad value refused (64), double preload warned, a library path with a space or ':' refused (64)"
 
 # ---- help and usage errors ----
 # Per-subcommand help on stdout, exit 0: its own synopsis, not the others'
@@ -167,7 +176,7 @@ ERDMA_SHIM_STATS=1 bg_start shim "$TMP/cl.out" "$TMP/cl.err" "$PEER" client \
 	127.0.0.1 "$sport" 1000 300 127.0.0.1 "$sport" 5 70001
 cpid=$BG_PID
 wait_line "$TMP/cl.out" '^ready$' 20 "$cpid" >/dev/null || fail "statpeer client did not finish its exchanges"
-[ -e "/dev/shm/erdma-shim.$cpid" ] || fail "no /dev/shm/erdma-shim.$cpid for the live shimmed client"
+has_table "$cpid" || fail "no /dev/shm/erdma-shim.$cpid.* for the live shimmed client"
 "$CLI" stat "$cpid" >"$TMP/stat.out" || fail "stat $cpid: exit $?"
 n=0
 while read -r _ fdv outv inv; do
@@ -211,7 +220,7 @@ while read -r _ fdv outv inv; do
 	grep -Eq "stats: ${fdv/=/ } tcp .* bytes_in ${inv#in=} bytes_out ${outv#out=} reason \"no RDMA device\"" "$TMP/cl.err" ||
 		fail "exit summary: no line for ${fdv} with its byte counts"
 done < <(grep '^conn ' "$TMP/cl.out")
-[ ! -e "/dev/shm/erdma-shim.$cpid" ] || fail "/dev/shm/erdma-shim.$cpid left after a clean exit"
+! has_table "$cpid" || fail "/dev/shm/erdma-shim.$cpid.* left after a clean exit"
 echo "PASS exit summary: the same counts on stderr; segment removed at exit"
 
 # fork: the child gets its own table (made at its first connection), the
@@ -247,7 +256,7 @@ kill -TERM "$fcpid" "$ppid"
 wait_exit "$fppid" 10
 # the child is not ours to wait for: bounded poll for its exit
 for _ in $(seq 100); do kill -0 "$fcpid" 2>/dev/null || break; sleep 0.05; done
-[ ! -e "/dev/shm/erdma-shim.$ppid" ] && [ ! -e "/dev/shm/erdma-shim.$fcpid" ] || fail "fork: a segment left after both exited"
+! has_table "$ppid" && ! has_table "$fcpid" || fail "fork: a segment left after both exited"
 echo "PASS fork: parent and child each list only their own connection; both segments removed at exit"
 
 # A killed process leaves its segment: stat removes it.
@@ -256,17 +265,17 @@ kpid=$BG_PID
 wait_line "$TMP/k.out" '^ready$' 20 "$kpid" >/dev/null || fail "second client did not start"
 kill -KILL "$kpid"
 wait_exit "$kpid" 10
-[ -e "/dev/shm/erdma-shim.$kpid" ] || fail "no segment left by the SIGKILLed client (test broken?)"
+has_table "$kpid" || fail "no segment left by the SIGKILLed client (test broken?)"
 "$CLI" stat >"$TMP/stale.out" 2>"$TMP/stale.err" || fail "stat: exit $?"
 grep -q "removed the stale segment of pid $kpid" "$TMP/stale.err" || fail "stat: did not report removing pid $kpid's segment"
-[ ! -e "/dev/shm/erdma-shim.$kpid" ] || fail "stat: stale segment of dead pid $kpid not removed"
+! has_table "$kpid" || fail "stat: stale segment of dead pid $kpid not removed"
 echo "PASS stat removes the segment of a killed process"
 
 # ERDMA_SHIM_STATS_SHM=0: no segment, stat says so.
 ERDMA_SHIM_STATS_SHM=0 bg_start shim "$TMP/z.out" "$TMP/z.err" "$PEER" client 127.0.0.1 "$sport" 10 10
 zpid=$BG_PID
 wait_line "$TMP/z.out" '^ready$' 20 "$zpid" >/dev/null || fail "third client did not start"
-[ ! -e "/dev/shm/erdma-shim.$zpid" ] || fail "ERDMA_SHIM_STATS_SHM=0 still created a segment"
+! has_table "$zpid" || fail "ERDMA_SHIM_STATS_SHM=0 still created a segment"
 rc=0
 "$CLI" stat "$zpid" >/dev/null 2>&1 || rc=$?
 [ $rc = 1 ] || fail "stat of a process without a segment: exit $rc (want 1)"

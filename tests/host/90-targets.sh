@@ -16,7 +16,7 @@
 #   make tsan / make asan      build/{tsan,asan}/liberdma_shim.so, linked
 #                              with libtsan / libasan
 #   make check-unit            "unit: N passed, 0 failed" (fuzz run cut to 2 s)
-#   make fuzz                  its RESULT line (ERDMA_FUZZ_SECONDS=2)
+#   make fuzz                  its RESULT lines (ERDMA_FUZZ_SECONDS=2)
 #   make install PREFIX=/usr DESTDIR=D
 #                              library, CLI, both man pages; the installed
 #                              CLI's `run` preloads the installed library;
@@ -183,6 +183,7 @@ want=$(ls "$ROOT"/tests/unit/test_*.c "$ROOT"/tests/unit/*.sh | wc -l)
 # make fuzz
 ok fuzz
 grep -q '^RESULT: fuzzed the config parser for 2s' "$TMP/fuzz.log" || fail "make fuzz: no RESULT line"
+grep -q '^RESULT: fuzzed the stat table reader for 2s' "$TMP/fuzz.log" || fail "make fuzz: no RESULT line for the stat table reader"
 
 # make install PREFIX=/usr DESTDIR=...
 ok install

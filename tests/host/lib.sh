@@ -41,6 +41,8 @@
 #   free_port            a TCP port on 127.0.0.1 free right now (racy: use
 #                        only for programs that cannot bind port 0 themselves)
 #   have_ipv6            ::1 can be bound
+#   has_table PID        a statistics table of PID (this pid namespace, any
+#                        user) is in /dev/shm (erdma-shim.PID.PIDNS.UID)
 #   banner_count FILE    number of shim banner lines in FILE
 #   assert_banner FILE WHAT / assert_no_banner FILE WHAT
 #   same FILE_A FILE_B WHAT
@@ -193,6 +195,10 @@ free_port() {
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
+}
+
+has_table() {
+	compgen -G "/dev/shm/erdma-shim.$1.$(stat -Lc %i /proc/self/ns/pid).*" >/dev/null
 }
 
 have_ipv6() {

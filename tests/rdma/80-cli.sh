@@ -68,7 +68,7 @@ q=$(qps "$cpid")
 [ "$q" -gt 0 ] || fail "client: no RC QP in rdma res (the RDMA connection is not on RDMA)"
 # the client's pid is timeout's child
 spid=$(cat /proc/"$cpid"/task/*/children | awk '{print $1; exit}')
-[ -e "/dev/shm/erdma-shim.$spid" ] || fail "no /dev/shm/erdma-shim.$spid for the client"
+has_table "$spid" || fail "no /dev/shm/erdma-shim.$spid.* for the client"
 timeout 30 "$CLI" stat "$spid" >"$WORK/stat.out" || fail "stat $spid: exit $?"
 cat "$WORK/stat.out"
 rfd=$(sed -n 's/^conn fd=\([0-9]*\) out=1009 in=300$/\1/p' "$WORK/cl" | head -1)
@@ -113,6 +113,6 @@ for _ in $(seq 200); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.05; done
 ! kill -0 "$cpid" 2>/dev/null || fail "client still running 10 s after SIGTERM"
 grep -Eq "stats: fd $rfd rdma .* bytes_in 300 bytes_out 1009 msgs_in" "$WORK/cl" || fail "exit summary: no rdma line"
 grep -Eq "stats: fd $tfd tcp .* bytes_in 70001 bytes_out 13 reason \"rsocket connect failed" "$WORK/cl" || fail "exit summary: no tcp line"
-[ ! -e "/dev/shm/erdma-shim.$spid" ] || fail "segment left after a clean exit"
+! has_table "$spid" || fail "segment left after a clean exit"
 echo "PASS exit summary agrees; segment removed"
 echo "RESULT: doctor/probe/stat on ${ERDMA_BED_LINK:-rxe} ($kind): RDMA and TCP paths told apart with exact byte counts"

@@ -4,17 +4,6 @@
 # crash, sanitizer report, or a reported line that isn't one clean line.
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-secs=${ERDMA_FUZZ_SECONDS:-20}
-bin=$ROOT/build/tests/fuzz/fuzz_config
-mkdir -p "$(dirname "$bin")"
-clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	-I"$ROOT/preload/base" -o "$bin" "$ROOT/tests/fuzz/fuzz_config.c" "$ROOT/preload/base/config.c"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cp "$ROOT"/tests/fuzz/corpus/* "$work/"
-"$bin" -max_total_time="$secs" -max_len=512 -print_final_stats=1 "$work" >"$work.log" 2>&1 || {
-	tail -40 "$work.log"
-	exit 1
-}
-runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work.log")
-echo "RESULT: fuzzed the config parser for ${secs}s: $runs inputs, no crash, every report one clean line"
+exec "$ROOT/tests/lib/fuzz.sh" fuzz_config "${ERDMA_FUZZ_SECONDS:-20}" 512 \
+	"$ROOT/tests/fuzz/corpus" "the config parser" "every report one clean line" -- \
+	-I"$ROOT/preload/base" "$ROOT/tests/fuzz/fuzz_config.c" "$ROOT/preload/base/config.c"

@@ -31,6 +31,8 @@ cleanup() {
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# A statistics table of pid $1 (this pid namespace) is in /dev/shm.
+has_table() { compgen -G "/dev/shm/erdma-shim.$1.$(stat -Lc %i /proc/self/ns/pid).*" >/dev/null; }
 
 # wait_for FILE REGEX [SECONDS]: until a line matching REGEX is in FILE.
 wait_for() {
