@@ -58,6 +58,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char **lines;
 static __thread bool ours; /* a thread this program made */
 static volatile int foreign_sigs;
+static int forks; /* sessions served in fork children (not in the transcript) */
 static sigset_t alrm;
 
 static void on_alarm(int sig)
@@ -206,7 +207,7 @@ static void result(const char *fmt, ...)
 }
 
 /* The server's side of session sess on fd (in a thread or a fork child). */
-static void serve(int fd, int sess, const char *where)
+static void serve(int fd, int sess)
 {
 	struct shape s;
 	char *buf = malloc(MAXMSG);
@@ -251,21 +252,10 @@ static void serve(int fd, int sess, const char *where)
 		shutdown(fd, SHUT_WR);
 	close(fd);
 	free(buf);
-	result("s%03d server (%s%s): %d messages, %llu bytes, fnv %016llx, "
+	result("s%03d server%s: %d messages, %llu bytes, fnv %016llx, "
 	       "then %s",
-	       sess, where, helper >= 0 ? ", forked a helper" : "", msgs,
+	       sess, helper >= 0 ? " (forked a helper)" : "", msgs,
 	       (unsigned long long)bytes, (unsigned long long)h, end);
-}
-
-/* arg: the session number << 20 | the fd */
-static void *serve_thread(void *arg)
-{
-	intptr_t a = (intptr_t)arg;
-
-	ours = true;
-	pthread_sigmask(SIG_UNBLOCK, &alrm, NULL); /* a backend takes signals */
-	serve((int)(a & 0xfffff), (int)(a >> 20), "thread");
-	return NULL;
 }
 
 /* The client's side of one session. */
@@ -376,19 +366,50 @@ static void print_sessions(void)
 	}
 }
 
-/* A connection: its session number, then a thread or a fork child. */
-static void dispatch(int fd)
+/* The session number the client sends first; -1 if none. */
+static int read_sess(int fd)
 {
+	struct shape s;
 	int sess = -1;
+
+	shape_of(&s, -1, 3);
+	if (get(&s, fd, (char *)&sess, 4) != 4 || sess < 0 || sess >= nsess)
+		return -1;
+	return sess;
+}
+
+static void serve_conn(int fd)
+{
+	int sess = read_sess(fd);
+
+	if (sess < 0)
+		close(fd);
+	else
+		serve(fd, sess);
+}
+
+static void *serve_thread(void *arg)
+{
+	ours = true;
+	pthread_sigmask(SIG_UNBLOCK, &alrm, NULL); /* a backend takes signals */
+	serve_conn((int)(intptr_t)arg);
+	return NULL;
+}
+
+/*
+ * The n-th connection accepted: to a fork child or a thread, by the seed
+ * and n (which session it carries depends on the clients' timing, so the
+ * transcript does not say where a session was served).  Nothing is read
+ * before the fork: a connection used before a fork stays the forking
+ * process's, and its child's copy is bare under the shim -- a documented
+ * deviation (docs/limits.md), not what this test is for.
+ */
+static void dispatch(int fd, int n)
+{
 	struct shape s;
 	pthread_t t;
 
-	shape_of(&s, -1, 3); /* the number is read whole, one way */
-	if (get(&s, fd, (char *)&sess, 4) != 4 || sess < 0 || sess >= nsess) {
-		close(fd);
-		return;
-	}
-	shape_of(&s, sess, 2);
+	shape_of(&s, -2 - n, 2);
 	if (r(&s, 2)) {
 		pid_t c = fork();
 
@@ -403,14 +424,15 @@ static void dispatch(int fd)
 			for (int i = 3; i < 1024; i++)
 				if (i != fd && i != results[1])
 					close(i);
-			serve(fd, sess, "fork child");
+			serve_conn(fd);
 			_exit(0);
 		}
+		if (c > 0)
+			__atomic_add_fetch(&forks, 1, __ATOMIC_RELAXED);
 		close(fd);
 		return;
 	}
-	if (pthread_create(&t, NULL, serve_thread,
-			   (void *)((intptr_t)sess << 20 | fd)) == 0)
+	if (pthread_create(&t, NULL, serve_thread, (void *)(intptr_t)fd) == 0)
 		pthread_detach(t);
 	else
 		close(fd);
@@ -473,8 +495,7 @@ int main(int argc, char **argv)
 		fd = accept(lfd, NULL, NULL);
 		if (fd < 0)
 			continue;
-		accepted++;
-		dispatch(fd);
+		dispatch(fd, accepted++);
 	}
 	for (int i = 0; i < par; i++)
 		pthread_join(ct[i], NULL);
@@ -484,6 +505,9 @@ int main(int argc, char **argv)
 		;
 	printf("signals taken on threads the program did not make: %d\n",
 	       foreign_sigs);
+	fprintf(stderr,
+		"integrity: %d of %d sessions served in fork children\n", forks,
+		nsess);
 	printf("done\n");
 	return 0;
 }

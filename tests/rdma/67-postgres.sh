@@ -139,6 +139,7 @@ round() {
 		sleep 0.1
 	done
 	kill -KILL "$kill1" "$kill2" "$kill3" 2>/dev/null || true
+	wait "$kill1" "$kill2" "$kill3" 2>/dev/null || true # no "Killed" notice later
 	check "start $r"
 	# more clients than the server's locked memory holds: auto falls back
 	rc=0
