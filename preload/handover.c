@@ -26,9 +26,9 @@
  *
  * Cost, on the handed-over connection only: a loopback TCP hop and two relay
  * threads in the forking process; the addresses the program sees stay the
- * original ones (getsockname/getpeername), except in an exec'd image, which
- * sees the loopback ones.  If the forking process exits, its relays end and
- * the connection with them.
+ * original ones (getsockname/getpeername), in an exec'd image too (see
+ * relayed_export).  If the forking process exits, its relays end and the
+ * connection with them.
  */
 #include "shim.h"
 #include "log.h"
@@ -40,7 +40,9 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 
 struct relay {
 	struct shim_sock *s; /* the connection: a reference, for its rsocket */
@@ -468,6 +470,204 @@ static void shim_handover_parent(void)
 	}
 }
 
+/*
+ * A handed-over connection's names across exec (sshd re-executes itself per
+ * connection, inetd runs a handler): the program's fd is a loopback socket,
+ * whose own names say 127.0.0.1, and a fresh image knows nothing of the
+ * relay.  Access rules and logs (sshd's "from", pg_hba, hosts.allow,
+ * fail2ban) would take a remote peer for a local one.  So a fork child
+ * names each relayed socket it holds in its environment -- the loopback
+ * socket's two ports, then the addresses the program saw -- and an image
+ * started with it takes back, for each socket whose kernel names are
+ * exactly those loopback ports, the addresses named.  Entries of sockets
+ * gone since match nothing.  The environment is the program's own: a
+ * setuid image ignores the shim's variables (config.c).
+ */
+#define RELAYED_ENV "ERDMA_SHIM_RELAYED"
+#define RELAYED_MAX 64
+
+struct relayed {
+	int family;
+	uint16_t lo_port, lo_peer;
+	struct sockaddr_storage local, peer;
+};
+
+static bool addr_text(const struct sockaddr_storage *a, char *b, size_t len)
+{
+	const void *ip =
+	    a->ss_family == AF_INET6
+		? (const void *)&((struct sockaddr_in6 *)a)->sin6_addr
+		: (const void *)&((struct sockaddr_in *)a)->sin_addr;
+
+	return inet_ntop(a->ss_family, ip, b, (socklen_t)len) != NULL;
+}
+
+/* The address loopback() binds the relay's ends to. */
+static bool relay_lo(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(
+		    &((struct sockaddr_in6 *)a)->sin6_addr);
+	return a->ss_family == AF_INET &&
+	       ((struct sockaddr_in *)a)->sin_addr.s_addr ==
+		   htonl(INADDR_LOOPBACK);
+}
+
+/* fd's kernel ports, if it is a socket on the relay's loopback both ways. */
+static bool lo_ports(int fd, uint16_t *port, uint16_t *peer, int *family)
+{
+	struct sockaddr_storage a, b;
+	socklen_t al = sizeof(a), bl = sizeof(b);
+
+	if (REAL(getsockname)(fd, (struct sockaddr *)&a, &al) < 0 ||
+	    REAL(getpeername)(fd, (struct sockaddr *)&b, &bl) < 0 ||
+	    a.ss_family != b.ss_family || !relay_lo(&a) || !relay_lo(&b))
+		return false;
+	*family = a.ss_family;
+	*port = shim_addr_port((struct sockaddr *)&a);
+	*peer = shim_addr_port((struct sockaddr *)&b);
+	return true;
+}
+
+/* In a fork child: the relayed sockets it holds, into its environment. */
+static void relayed_export(void)
+{
+	unsigned int span = shim_fdtable_span(), n = 0;
+	char buf[RELAYED_MAX * 120] = "", la[64], pa[64];
+	size_t used = 0;
+
+	for (unsigned int fd = 0; fd < span && n < RELAYED_MAX; fd++) {
+		struct shim_sock *s = shim_fd_get((int)fd);
+		uint16_t lp, pp;
+		int fam, w;
+
+		if (!s || shim_kind(s) != SHIM_SK_RELAY ||
+		    !lo_ports((int)fd, &lp, &pp, &fam) ||
+		    !addr_text(&s->local, la, sizeof(la)) ||
+		    !addr_text(&s->peer, pa, sizeof(pa)))
+			continue;
+		w = snprintf(buf + used, sizeof(buf) - used,
+			     "%s%u,%u,%s,%u,%s,%u", n ? ";" : "", lp, pp, la,
+			     shim_addr_port((struct sockaddr *)&s->local), pa,
+			     shim_addr_port((struct sockaddr *)&s->peer));
+		if (w < 0 || (size_t)w >= sizeof(buf) - used)
+			break;
+		used += (size_t)w;
+		n++;
+	}
+	if (n)
+		setenv(RELAYED_ENV, buf, 1);
+}
+
+static bool parse_addr(const char *ip, unsigned long port,
+		       struct sockaddr_storage *a)
+{
+	struct sockaddr_in *a4 = (struct sockaddr_in *)a;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)a;
+
+	memset(a, 0, sizeof(*a));
+	if (port > 65535)
+		return false;
+	if (inet_pton(AF_INET, ip, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		return true;
+	}
+	if (inet_pton(AF_INET6, ip, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		return true;
+	}
+	return false;
+}
+
+/* One "lo_port,lo_peer,local,lport,peer,pport" entry; false: malformed. */
+static bool parse_entry(char *e, struct relayed *r)
+{
+	char *f[6], *save = NULL, *end;
+	unsigned long lp, pp, p1, p2;
+	int i = 0;
+
+	for (char *t = strtok_r(e, ",", &save); t && i < 6;
+	     t = strtok_r(NULL, ",", &save))
+		f[i++] = t;
+	if (i != 6)
+		return false;
+	lp = strtoul(f[0], &end, 10);
+	if (*end)
+		return false;
+	pp = strtoul(f[1], &end, 10);
+	if (*end)
+		return false;
+	p1 = strtoul(f[3], &end, 10);
+	if (*end)
+		return false;
+	p2 = strtoul(f[5], &end, 10);
+	if (*end || lp > 65535 || pp > 65535 ||
+	    !parse_addr(f[2], p1, &r->local) || !parse_addr(f[4], p2, &r->peer))
+		return false;
+	r->lo_port = (uint16_t)lp;
+	r->lo_peer = (uint16_t)pp;
+	r->family = r->peer.ss_family;
+	return true;
+}
+
+static void relayed_adopt(int fd, const struct relayed *r)
+{
+	struct shim_sock *ns = shim_sock_new(SHIM_SK_RELAY, r->family);
+	int fl = REAL(fcntl)(fd, F_GETFL);
+
+	if (!ns)
+		return;
+	memcpy(&ns->local, &r->local, sizeof(ns->local));
+	memcpy(&ns->peer, &r->peer, sizeof(ns->peer));
+	ns->local_len = ns->peer_len = r->family == AF_INET6
+					   ? sizeof(struct sockaddr_in6)
+					   : sizeof(struct sockaddr_in);
+	ns->nonblock = fl >= 0 && (fl & O_NONBLOCK);
+	shim_fd_install(fd, ns);
+}
+
+/* At start-up: the relayed sockets this image was started with. */
+static void relayed_import(void)
+{
+	const char *env = getenv(RELAYED_ENV);
+	struct relayed r[RELAYED_MAX];
+	char copy[RELAYED_MAX * 120], *save = NULL;
+	unsigned int n = 0, adopted = 0;
+	struct rlimit rl;
+	int maxfd = 1024;
+
+	if (!env || strlen(env) >= sizeof(copy))
+		return;
+	strcpy(copy, env);
+	for (char *e = strtok_r(copy, ";", &save); e && n < RELAYED_MAX;
+	     e = strtok_r(NULL, ";", &save))
+		if (parse_entry(e, &r[n]))
+			n++;
+	if (!n)
+		return;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < 65536)
+		maxfd = (int)rl.rlim_cur;
+	for (int fd = 0; fd < maxfd; fd++) {
+		uint16_t lp, pp;
+		int fam;
+
+		if (!lo_ports(fd, &lp, &pp, &fam))
+			continue;
+		for (unsigned int i = 0; i < n; i++)
+			if (r[i].lo_port == lp && r[i].lo_peer == pp &&
+			    r[i].family == fam) {
+				relayed_adopt(fd, &r[i]);
+				adopted++;
+				break;
+			}
+	}
+	if (adopted)
+		shim_dbg("handover: %u relayed socket%s named as before exec",
+			 adopted, adopted == 1 ? "" : "s");
+}
+
 /* In the child: the relays are the parent's (their connections' socks are
  * left unreferenced from here: never freed, their rsockets never closed). */
 static void shim_handover_fork_child(void)
@@ -486,6 +686,8 @@ static void shim_handover_fork_child(void)
 		REAL(close)(r->stop);
 		free(r);
 	}
+	relayed_export();
 }
-SHIM_STARTUP(HANDOVER, .prepare = shim_handover_prepare,
-	     .parent = shim_handover_parent, .child = shim_handover_fork_child);
+SHIM_STARTUP(HANDOVER, .start = relayed_import,
+	     .prepare = shim_handover_prepare, .parent = shim_handover_parent,
+	     .child = shim_handover_fork_child);

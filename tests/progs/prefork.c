@@ -23,11 +23,12 @@
  *       keep: the parent keeps its copy until the child has exited;
  *       exec: the child makes the connection its stdin and stdout and
  *       execs "prefork handle" (inetd).  The listener's file is checked
- *       as a blocking worker's is.  A forked child first checks that
+ *       as a blocking worker's is.  A forked or exec'd child first checks that
  *       getpeername/getsockname name what accept and the listener did (it
  *       closes without serving otherwise).  Prints "ready PORT".
- *   prefork handle
- *       Serves one request on stdin/stdout (inetd's child).
+ *   prefork handle PEER_IP PEER_PORT LISTEN_PORT
+ *       Serves one request on stdin/stdout (inetd's child), once
+ *       getpeername/getsockname name what accept and the listener did.
  *   prefork forkget ADDR PORT SIZE
  *       The client side of the same: connect, fork, and let the child ask
  *       for SIZE bytes and check them while the parent closes its copy;
@@ -323,10 +324,19 @@ static int forkserve(const char *addr, const char *mode, const char *self)
 		if (pid == 0) {
 			close(l);
 			if (!strcmp(mode, "exec")) {
+				char ip[INET_ADDRSTRLEN], pp[8], lp[8];
+
+				inet_ntop(AF_INET, &peer.sin_addr, ip,
+					  sizeof(ip));
+				snprintf(pp, sizeof(pp), "%u",
+					 ntohs(peer.sin_port));
+				snprintf(lp, sizeof(lp), "%u",
+					 ntohs(a.sin_port));
 				dup2(c, 0);
 				dup2(c, 1);
 				close(c);
-				execl(self, self, "handle", (char *)NULL);
+				execl(self, self, "handle", ip, pp, lp,
+				      (char *)NULL);
 				perror("exec");
 				_exit(1);
 			}
@@ -462,7 +472,14 @@ int main(int argc, char **argv)
 	if (argc == 5 && !strcmp(argv[1], "forkget"))
 		return forkget(argv[2], atoi(argv[3]),
 			       (uint32_t)strtoul(argv[4], NULL, 0));
-	if (argc == 2 && !strcmp(argv[1], "handle")) {
+	if (argc == 5 && !strcmp(argv[1], "handle")) {
+		struct sockaddr_in peer = {.sin_family = AF_INET};
+
+		/* the exec'd image names the connection as accept did */
+		inet_pton(AF_INET, argv[2], &peer.sin_addr);
+		peer.sin_port = htons((uint16_t)atoi(argv[3]));
+		if (!same_names(0, &peer, htons((uint16_t)atoi(argv[4]))))
+			return 1;
 		serve_io(0, 1);
 		return 0;
 	}
@@ -472,7 +489,7 @@ int main(int argc, char **argv)
 	fprintf(stderr,
 		"usage: prefork serve ADDR WORKERS block|epoll|block-nouring\n"
 		"       prefork forkserve ADDR close|keep|exec\n"
-		"       prefork handle\n"
+		"       prefork handle PEER_IP PEER_PORT LISTEN_PORT\n"
 		"       prefork forkget ADDR PORT SIZE\n"
 		"       prefork get ADDR PORT CLIENTS SIZE\n");
 	return 2;
