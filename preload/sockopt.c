@@ -117,9 +117,34 @@ struct sg_sockopts shim_sock_opts(const struct shim_sock *s)
 	};
 }
 
+/* A buffer size the listener's socket had set, onto an accepted one's new
+ * kernel socket: the FORCE form gives back exactly the listener's value
+ * (kernel_buf halved it); without CAP_NET_ADMIN the plain one does, as the
+ * listener's was clamped the same way. */
+static void inherit_buf(int nfd, bool snd, unsigned int v)
+{
+	int iv = (int)v;
+
+	if (!v)
+		return;
+	if (REAL(setsockopt)(nfd, SOL_SOCKET,
+			     snd ? SO_SNDBUFFORCE : SO_RCVBUFFORCE, &iv,
+			     sizeof(iv)) < 0)
+		(void)REAL(setsockopt)(nfd, SOL_SOCKET,
+				       snd ? SO_SNDBUF : SO_RCVBUF, &iv,
+				       sizeof(iv));
+}
+
 void shim_sock_inherit(struct shim_sock *ns, int nfd,
 		       const struct shim_sock *ls)
 {
+	/* The kernel's accepted socket is a copy of its listener's: the
+	 * buffer sizes the program set there read back on it (the rsocket
+	 * has them from the door, sg_listen). */
+	ns->sndbuf = ls->sndbuf;
+	ns->rcvbuf = ls->rcvbuf;
+	inherit_buf(nfd, true, ls->sndbuf);
+	inherit_buf(nfd, false, ls->rcvbuf);
 	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++) {
 		int v = ka_get(ls, i, -1);
 
@@ -160,8 +185,35 @@ void shim_sock_ka_load(struct shim_sock *s, int fd)
 				     : ka_read(fd, i));
 }
 
-static void remember(struct shim_sock *s, int level, int name, const void *val,
-		     socklen_t len)
+/*
+ * The buffer size the kernel gave fd's socket for SO_SNDBUF/SO_RCVBUF or
+ * their FORCE forms (which it lets only CAP_NET_ADMIN use): min(val,
+ * net.core.wmem_max/rmem_max) doubled, or the FORCE value doubled, never
+ * under its minimum.  Halved: rsockets doubles what it is given (opts.c),
+ * so an rsocket pins what the kernel would let the socket hold -- never the
+ * program's value as asked.  0 when it can't be read.
+ */
+static unsigned int kernel_buf(int fd, bool snd)
+{
+	socklen_t l = sizeof(int);
+	int v = 0;
+
+	if (REAL(getsockopt)(fd, SOL_SOCKET, snd ? SO_SNDBUF : SO_RCVBUF, &v,
+			     &l) < 0 ||
+	    v <= 0)
+		return 0;
+	return (unsigned int)v / 2;
+}
+
+static bool buf_opt(int level, int name)
+{
+	return level == SOL_SOCKET &&
+	       (name == SO_SNDBUF || name == SO_RCVBUF ||
+		name == SO_SNDBUFFORCE || name == SO_RCVBUFFORCE);
+}
+
+static void remember(struct shim_sock *s, int fd, int level, int name,
+		     const void *val, socklen_t len)
 {
 	int k = ka_index(level, name);
 
@@ -173,14 +225,14 @@ static void remember(struct shim_sock *s, int level, int name, const void *val,
 	}
 	if (level != SOL_SOCKET || !val)
 		return;
-	/* Buffer sizes reach the rsocket at connect/listen (sg_bufs). */
-	if ((name == SO_SNDBUF || name == SO_RCVBUF) && len >= sizeof(int)) {
-		int v;
+	/* Buffer sizes reach the rsocket at connect/listen (sg_bufs), as
+	 * the kernel clamped them. */
+	if (buf_opt(level, name)) {
+		bool snd = name == SO_SNDBUF || name == SO_SNDBUFFORCE;
+		unsigned int v = kernel_buf(fd, snd);
 
-		memcpy(&v, val, sizeof(v));
-		if (v > 0)
-			*(name == SO_SNDBUF ? &s->sndbuf : &s->rcvbuf) =
-			    (unsigned int)v;
+		if (v)
+			*(snd ? &s->sndbuf : &s->rcvbuf) = v;
 	}
 	if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
 	    len >= sizeof(struct timeval)) {
@@ -223,7 +275,7 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 		return setsockopt(fd, level, name, val, len);
 	r = REAL(setsockopt)(fd, level, name, val, len);
 	if (r == 0) {
-		remember(s, level, name, val, len);
+		remember(s, fd, level, name, val, len);
 		if (shim_kind_is(s, SHIM_KF_CONN))
 			forward(s, level, name, val, len);
 	}
