@@ -15,6 +15,7 @@
 
 #include <sys/uio.h>
 
+#include <net/if.h>
 #include <netinet/tcp.h>
 #include <limits.h>
 #include <sched.h>
@@ -162,12 +163,53 @@ static void door_iwarp_v4(struct shim_sock *s, struct sockaddr_storage *laddr,
 	*alen = sizeof(struct sockaddr_in);
 }
 
+/*
+ * Options that protect a TCP port -- TCP-MD5 and TCP-AO keys, socket
+ * filters, a device binding -- hold on the kernel's listener only: an RDMA
+ * door would accept without them, on every RDMA device.  A listener with
+ * one opens no door (door_addr), or shuts the one it has, and its
+ * connections stay on TCP, where the protection holds.  One warning per
+ * listener.  Clearing the option later does not bring the door back.
+ */
+void shim_listen_guard(struct shim_sock *s, const char *what)
+{
+	const char *none = NULL;
+
+	if (!__atomic_compare_exchange_n(&s->guard, &none, what, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return; /* said already */
+	if (!shim_kind_is(s, SHIM_KF_DOOR))
+		return; /* a TCP socket: its listen() says it */
+	shim_listen_door_shut(s);
+	shim_warn("fd %d: %s set on the listener: its RDMA listener is "
+		  "closed, its connections stay on TCP",
+		  s->lfd, what);
+}
+
+const char *shim_kernel_guard(int fd)
+{
+	char dev[IFNAMSIZ];
+	socklen_t l = sizeof(dev);
+
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &l) == 0 &&
+	    l > 0 && dev[0])
+		return "SO_BINDTODEVICE";
+	l = 0; /* the filter's length, in instructions */
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_GET_FILTER, NULL, &l) == 0 &&
+	    l > 0)
+		return "SO_ATTACH_FILTER";
+	return NULL;
+}
+
 /* The door's address (the listener's, port offset), or -errno: a reason
  * to serve the port over TCP only. */
 static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
 		     socklen_t *alen)
 {
 	uint16_t port;
+
+	if (__atomic_load_n(&s->guard, __ATOMIC_ACQUIRE))
+		return -EPERM; /* a TCP-level protection: shim_listen_guard */
 
 	*alen =
 	    shim_addr_unmap((struct sockaddr *)&s->local, s->local_len, laddr);
@@ -416,6 +458,22 @@ static int listen_held(int fd, struct shim_sock *s, int backlog)
 		return r;
 	s->local_len = sizeof(s->local);
 	s->lfd = fd;
+	if (!__atomic_load_n(&s->guard, __ATOMIC_ACQUIRE)) {
+		const char *g = shim_kernel_guard(fd);
+
+		if (g)
+			__atomic_store_n(&s->guard, g, __ATOMIC_RELEASE);
+	}
+	if (__atomic_load_n(&s->guard, __ATOMIC_ACQUIRE)) {
+		/* the operator's protection: TCP only, in every mode */
+		shim_warn("fd %d: %s set on the listener: no RDMA listener, "
+			  "its connections stay on TCP",
+			  fd, s->guard);
+		shim_stat_kernel(fd, ERDMA_PATH_LISTEN_TCP, NULL, EPERM, NULL,
+				 0);
+		shim_fd_install(fd, NULL);
+		return 0;
+	}
 	r = REAL(getsockname)(fd, (struct sockaddr *)&s->local, &s->local_len);
 	r = r < 0 ? -errno : door_addr(s, &laddr, &alen);
 	if (r < 0) {

@@ -18,6 +18,7 @@
 #include "sock.h"
 #include "sockopt.h"
 #include "sockfd.h"
+#include "socket.h"
 
 #include <linux/sockios.h>
 #include <netinet/tcp.h>
@@ -54,6 +55,43 @@ static bool refused(int level, int name)
 	if (level == SOL_SOCKET)
 		return name == SO_ZEROCOPY;
 	return false;
+}
+
+#ifndef TCP_AO_ADD_KEY
+#define TCP_AO_ADD_KEY 38 /* Linux 6.7 */
+#endif
+#ifndef SO_BINDTOIFINDEX
+#define SO_BINDTOIFINDEX 62
+#endif
+
+/*
+ * The options that protect a TCP port (socket.c, shim_listen_guard): the
+ * name of the one set, or NULL.  A device binding that was just cleared
+ * (an empty name, index 0) protects nothing.
+ */
+static const char *guard_opt(int fd, int level, int name)
+{
+	if (level == IPPROTO_TCP)
+		return name == TCP_MD5SIG	? "TCP_MD5SIG"
+		       : name == TCP_MD5SIG_EXT ? "TCP_MD5SIG_EXT"
+		       : name == TCP_AO_ADD_KEY ? "TCP_AO"
+						: NULL;
+	if (level != SOL_SOCKET)
+		return NULL;
+	switch (name) {
+	case SO_ATTACH_FILTER:
+		return "SO_ATTACH_FILTER";
+	case SO_ATTACH_BPF:
+		return "SO_ATTACH_BPF";
+	case SO_ATTACH_REUSEPORT_CBPF:
+		return "SO_ATTACH_REUSEPORT_CBPF";
+	case SO_ATTACH_REUSEPORT_EBPF:
+		return "SO_ATTACH_REUSEPORT_EBPF";
+	case SO_BINDTODEVICE:
+	case SO_BINDTOIFINDEX:
+		return shim_kernel_guard(fd) ? "SO_BINDTODEVICE" : NULL;
+	}
+	return NULL;
 }
 
 /* The keepalive options, in struct shim_keepalive's order. */
@@ -275,6 +313,10 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 		return setsockopt(fd, level, name, val, len);
 	r = REAL(setsockopt)(fd, level, name, val, len);
 	if (r == 0) {
+		const char *g = guard_opt(fd, level, name);
+
+		if (g && !shim_kind_is(s, SHIM_KF_CONN))
+			shim_listen_guard(s, g);
 		remember(s, fd, level, name, val, len);
 		if (shim_kind_is(s, SHIM_KF_CONN))
 			forward(s, level, name, val, len);
