@@ -589,12 +589,17 @@ static int backlog_cap(int backlog)
 	int m = __atomic_load_n(&somax, __ATOMIC_RELAXED);
 
 	if (!m) {
-		FILE *f = fopen("/proc/sys/net/core/somaxconn", "re");
+		int fd =
+		    open("/proc/sys/net/core/somaxconn", O_RDONLY | O_CLOEXEC);
+		char b[16] = "";
 
-		if (!f || fscanf(f, "%d", &m) != 1 || m <= 0)
+		if (fd >= 0) {
+			(void)!REAL(read)(fd, b, sizeof(b) - 1);
+			REAL(close)(fd);
+		}
+		m = atoi(b);
+		if (m <= 0)
 			m = 4096; /* the kernel's default since 5.4 */
-		if (f)
-			fclose(f);
 		__atomic_store_n(&somax, m, __ATOMIC_RELAXED);
 	}
 	if ((unsigned int)backlog > (unsigned int)m)
