@@ -13,8 +13,11 @@
 #include "sockfd.h"
 #include "stats.h"
 
+#include <sys/stat.h>
 #include <sys/uio.h>
 
+#include <dirent.h>
+#include <unistd.h>
 #include <net/if.h>
 #include <netinet/tcp.h>
 #include <limits.h>
@@ -256,6 +259,106 @@ static int door_make(struct shim_sock *s)
 	return lrs;
 }
 
+/*
+ * Is pid one of this listener's own processes: this one (another listener
+ * here, SO_REUSEPORT), or one that has this listener's socket open (a
+ * prefork sibling, parent or child)?  Another user's process can't be
+ * read (its /proc fd directory is closed to us): not ours.
+ */
+static bool shares_listener(pid_t pid, ino_t ino)
+{
+	char path[64], link[64], want[40];
+	struct dirent *e;
+	bool yes = false;
+	DIR *d;
+
+	if (pid == getpid())
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	snprintf(want, sizeof(want), "socket:[%lu]", (unsigned long)ino);
+	while (!yes && (e = readdir(d))) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/fd/%.16s", (int)pid,
+			 e->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n > 0) {
+			link[n] = 0;
+			yes = !strcmp(link, want);
+		}
+	}
+	closedir(d);
+	return yes;
+}
+
+/* Who holds RDMA port rport, when it is not this listener's processes:
+ * "pid N (uid U)", "an unknown holder", or why it can't be told. */
+static bool door_holder_ours(struct shim_sock *s, uint16_t rport, char *who,
+			     size_t len)
+{
+	pid_t pids[16];
+	struct stat sb;
+	int n = sg_port_holders(rport, pids, (int)ARRAY_SIZE(pids));
+
+	if (n < 0 && n != -ESRCH) {
+		snprintf(who, len, "a holder this process can't see (%s)",
+			 strerror(-n));
+		return false;
+	}
+	if (n <= 0 || fstat(s->lfd, &sb) < 0) {
+		snprintf(who, len, "a holder that is no process's (a kernel "
+				   "socket or id)");
+		return false;
+	}
+	for (int i = 0; i < n; i++) {
+		char proc[32];
+		struct stat ps;
+
+		if (shares_listener(pids[i], sb.st_ino))
+			continue;
+		snprintf(proc, sizeof(proc), "/proc/%d", (int)pids[i]);
+		if (stat(proc, &ps) == 0)
+			snprintf(who, len, "pid %d (uid %u)", (int)pids[i],
+				 (unsigned)ps.st_uid);
+		else
+			snprintf(who, len, "pid %d", (int)pids[i]);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The door's port is taken (EADDRINUSE).  By this listener's own processes
+ * (a prefork sibling's door, another SO_REUSEPORT listener's here): the
+ * port is on RDMA through it, as before.  By anything else -- another
+ * user's program listening on the twin port first -- that holder receives
+ * the RDMA clients of this port, and nothing this listener can do stops
+ * it (docs/security.md, "Ports and peers"): it opens no door, and says so
+ * as a warning, in every mode.
+ */
+static void door_taken(struct shim_sock *s)
+{
+	uint16_t port = shim_addr_port((struct sockaddr *)&s->local);
+	uint16_t rport = shim_rdma_port(port);
+	char who[96];
+
+	if (door_holder_ours(s, rport, who, sizeof(who))) {
+		shim_info("fd %d: listening on TCP only (its RDMA port %u is "
+			  "held by this listener's own processes)",
+			  s->lfd, rport);
+		return;
+	}
+	shim_warn("fd %d: %sRDMA port %u (the twin of TCP port %u) is held "
+		  "by %s, not by this listener's processes: no RDMA listener "
+		  "here; RDMA clients of port %u reach that holder",
+		  s->lfd,
+		  shim_cfg.mode == SHIM_MODE_REQUIRE ? "RDMA required but " : "",
+		  rport, port, who, port);
+}
+
 static void door_shut(int lrs);
 
 void shim_listen_door_slow(struct shim_sock *s)
@@ -275,10 +378,10 @@ void shim_listen_door_slow(struct shim_sock *s)
 	lrs = door_make(s);
 	if (lrs < 0) {
 		__atomic_store_n(&s->door, SHIM_DOOR_SHUT, __ATOMIC_RELEASE);
-		/* EADDRINUSE: the port's door is another process's (a prefork
-		 * sibling) or another listener's here (SO_REUSEPORT): the
-		 * port is on RDMA through it. */
-		if (lrs != -EADDRINUSE && shim_cfg.mode == SHIM_MODE_REQUIRE)
+		/* EADDRINUSE: whose the port's door is (door_taken) */
+		if (lrs == -EADDRINUSE)
+			door_taken(s);
+		else if (shim_cfg.mode == SHIM_MODE_REQUIRE)
 			shim_warn(
 			    "fd %d: no RDMA listener (%s): serving TCP only",
 			    s->lfd, strerror(-lrs));
