@@ -309,8 +309,9 @@ static bool door_holder_ours(struct shim_sock *s, uint16_t rport, char *who,
 		return false;
 	}
 	if (n <= 0 || fstat(s->lfd, &sb) < 0) {
-		snprintf(who, len, "a holder that is no process's (a kernel "
-				   "socket or id)");
+		snprintf(who, len,
+			 "a holder that is no process's (a kernel "
+			 "socket or id)");
 		return false;
 	}
 	for (int i = 0; i < n; i++) {
@@ -355,7 +356,8 @@ static void door_taken(struct shim_sock *s)
 		  "by %s, not by this listener's processes: no RDMA listener "
 		  "here; RDMA clients of port %u reach that holder",
 		  s->lfd,
-		  shim_cfg.mode == SHIM_MODE_REQUIRE ? "RDMA required but " : "",
+		  shim_cfg.mode == SHIM_MODE_REQUIRE ? "RDMA required but "
+						     : "",
 		  rport, port, who, port);
 }
 

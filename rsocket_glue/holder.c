@@ -53,6 +53,20 @@ struct walk {
 
 static void on_attrs(struct walk *w, const char *p, int len, int depth);
 
+/* a whole attribute in the len bytes left (lengths are the kernel's, but
+ * checked all the same) */
+static bool nla_ok(const struct nlattr *a, int len)
+{
+	return len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
+	       a->nla_len <= len;
+}
+
+static const struct nlattr *nla_next(const struct nlattr *a, int *len)
+{
+	*len -= NLA_ALIGN(a->nla_len);
+	return (const void *)((const char *)a + NLA_ALIGN(a->nla_len));
+}
+
 /* One cm_id entry: its source port and owner. */
 static void on_entry(struct walk *w, const char *p, int len)
 {
@@ -61,12 +75,8 @@ static void on_entry(struct walk *w, const char *p, int len)
 	pid_t pid = 0;
 	uint16_t port;
 
-	for (const struct nlattr *a = (const void *)p;
-	     len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
-	     a->nla_len <= len;
-	     len -= NLA_ALIGN(a->nla_len),
-				    a = (const void *)((const char *)a +
-						       NLA_ALIGN(a->nla_len))) {
+	for (const struct nlattr *a = (const void *)p; nla_ok(a, len);
+	     a = nla_next(a, &len)) {
 		const void *v = (const char *)a + NLA_HDRLEN;
 		int vl = a->nla_len - NLA_HDRLEN;
 		int t = a->nla_type & NLA_TYPE_MASK;
@@ -84,8 +94,7 @@ static void on_entry(struct walk *w, const char *p, int len)
 	}
 	if (!have_src)
 		return;
-	port = src.ss_family == AF_INET
-		   ? ((struct sockaddr_in *)&src)->sin_port
+	port = src.ss_family == AF_INET ? ((struct sockaddr_in *)&src)->sin_port
 	       : src.ss_family == AF_INET6
 		   ? ((struct sockaddr_in6 *)&src)->sin6_port
 		   : 0;
@@ -106,12 +115,8 @@ static void on_entry(struct walk *w, const char *p, int len)
 
 static void on_attrs(struct walk *w, const char *p, int len, int depth)
 {
-	for (const struct nlattr *a = (const void *)p;
-	     len >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
-	     a->nla_len <= len;
-	     len -= NLA_ALIGN(a->nla_len),
-				    a = (const void *)((const char *)a +
-						       NLA_ALIGN(a->nla_len))) {
+	for (const struct nlattr *a = (const void *)p; nla_ok(a, len);
+	     a = nla_next(a, &len)) {
 		const char *v = (const char *)a + NLA_HDRLEN;
 		int vl = a->nla_len - NLA_HDRLEN;
 		int t = a->nla_type & NLA_TYPE_MASK;
