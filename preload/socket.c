@@ -260,19 +260,26 @@ static int door_make(struct shim_sock *s)
 }
 
 /*
- * Is pid one of this listener's own processes: this one (another listener
- * here, SO_REUSEPORT), or one that has this listener's socket open (a
- * prefork sibling, parent or child)?  Another user's process can't be
- * read (its /proc fd directory is closed to us): not ours.
+ * Is pid (a thread id: rdma_cm names the thread that made the id) one of
+ * this listener's own: a thread of this process (another listener here,
+ * SO_REUSEPORT), a process running as this one's user (which could take
+ * this process over anyway: a prefork worker that dropped privileges can't
+ * read its sibling's fds), or one that has this listener's socket open (a
+ * prefork sibling, parent or child)?
  */
 static bool shares_listener(pid_t pid, ino_t ino)
 {
 	char path[64], link[64], want[40];
 	struct dirent *e;
+	struct stat ps;
 	bool yes = false;
 	DIR *d;
 
-	if (pid == getpid())
+	snprintf(path, sizeof(path), "/proc/self/task/%d", (int)pid);
+	if (pid == getpid() || access(path, F_OK) == 0)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &ps) == 0 && ps.st_uid == geteuid())
 		return true;
 	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
 	d = opendir(path);
