@@ -225,6 +225,51 @@ static ssize_t handed_io(struct shim_sock *s, const struct iovec *iov, int cnt,
 	return r < 0 ? -errno : r;
 }
 
+static char *scratch(void);
+#define ARRIVED_PEEK_CAP (16 * 1024)
+/* MSG_PEEK|MSG_TRUNC looks at this much at most (rsockets' receive buffer
+ * is smaller unless ERDMA_SHIM_RCVBUF says otherwise). */
+#define TRUNC_PEEK_CAP (4u << 20)
+
+/*
+ * MSG_TRUNC on TCP: up to want bytes are consumed (with MSG_PEEK: looked
+ * at) and counted, never copied: the program's buffer may be NULL or
+ * shorter than its length, and is not written.  Here they go through a
+ * sink of the shim's: the thread's scratch (what lands there is thrown
+ * away, so a handler's poll that reuses it meanwhile harms nothing), or
+ * for a peek, which must see it all at once, a buffer of its size.
+ */
+static ssize_t recv_discard(struct shim_sock *s, size_t want, int flags)
+{
+	bool peek = flags & MSG_PEEK;
+	size_t cap = peek ? (want < TRUNC_PEEK_CAP ? want : TRUNC_PEEK_CAP)
+			  : ARRIVED_PEEK_CAP;
+	char *sink = peek ? malloc(cap) : scratch();
+	size_t got = 0;
+	ssize_t r;
+
+	if (!sink)
+		return -ENOMEM;
+	flags &= ~MSG_TRUNC;
+	do {
+		struct iovec v = {.iov_base = sink,
+				  .iov_len =
+				      want - got < cap ? want - got : cap};
+
+		/* the first piece waits as the call would; the rest is what
+		 * is queued, unless MSG_WAITALL asks for all of it */
+		r = shim_rdma_recvv(s, &v, 1,
+				    got && !(flags & MSG_WAITALL)
+					? flags | MSG_DONTWAIT
+					: flags);
+		if (r > 0)
+			got += (size_t)r;
+	} while (r > 0 && !peek && got < want);
+	if (peek)
+		free(sink);
+	return got ? (ssize_t)got : r;
+}
+
 ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			int flags)
 {
@@ -243,12 +288,16 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		return -EAGAIN; /* nothing is ever queued there */
 	if (cnt < 0 || cnt > IOV_MAX)
 		return -EINVAL;
-	if (bad_iov(iov, cnt))
+	if (cnt && shim_bad_ptr(iov))
 		return -EFAULT;
 	for (int k = 0; k < cnt; k++)
 		want += iov[k].iov_len;
 	if (!want)
 		return recv_none(s, dontwait);
+	if (flags & MSG_TRUNC) /* the buffers are not touched: unchecked */
+		return recv_discard(s, want, flags);
+	if (bad_iov(iov, cnt))
+		return -EFAULT;
 	/* After shutdown(SHUT_RD) what is queued still reads, then EOF: the
 	 * kernel neither drops it nor waits. */
 	if (s->rd_shut)
@@ -529,8 +578,6 @@ bool shim_rdma_peer_eof(struct shim_sock *s, short rev)
  * -EBUSY when a receive ran meanwhile (the count may be off either way),
  * or another -errno.
  */
-#define ARRIVED_PEEK_CAP (16 * 1024)
-
 /* The peek's scratch: one per thread, made on first use, freed at thread
  * exit -- not on the stack, where 16 KiB could overrun a program's small
  * thread stacks deep inside epoll_wait. */

@@ -63,10 +63,14 @@ struct shim_sock {
 	int door;	/* atomic: SHIM_DOOR_* */
 	int door_users; /* atomic: threads inside a raccept on it */
 	int backlog;	/* the program's */
-	int lfd;	/* the listening fd, for the log and the stats */
-	int rs;		/* rsocket, -1 if none */
-	int family;	/* the program's socket family */
-	bool nonblock;	/* the program's view of O_NONBLOCK */
+	/* atomic: the name of a TCP-level protection set on it (TCP-MD5,
+	 * a socket filter, SO_BINDTODEVICE...): a listener with one opens
+	 * no RDMA door (socket.c, shim_listen_guard); NULL: none */
+	const char *guard;
+	int lfd;       /* the listening fd, for the log and the stats */
+	int rs;	       /* rsocket, -1 if none */
+	int family;    /* the program's socket family */
+	bool nonblock; /* the program's view of O_NONBLOCK */
 	/* atomic, SHIM_SK_LISTEN: no io_uring, so this process made the
 	 * file non-blocking underneath (socket.c, force_nonblock); a
 	 * listener's accept and F_GETFL go by nonblock either way */

@@ -13,8 +13,12 @@
 #include "sockfd.h"
 #include "stats.h"
 
+#include <sys/stat.h>
 #include <sys/uio.h>
 
+#include <dirent.h>
+#include <unistd.h>
+#include <net/if.h>
 #include <netinet/tcp.h>
 #include <limits.h>
 #include <sched.h>
@@ -162,12 +166,53 @@ static void door_iwarp_v4(struct shim_sock *s, struct sockaddr_storage *laddr,
 	*alen = sizeof(struct sockaddr_in);
 }
 
+/*
+ * Options that protect a TCP port -- TCP-MD5 and TCP-AO keys, socket
+ * filters, a device binding -- hold on the kernel's listener only: an RDMA
+ * door would accept without them, on every RDMA device.  A listener with
+ * one opens no door (door_addr), or shuts the one it has, and its
+ * connections stay on TCP, where the protection holds.  One warning per
+ * listener.  Clearing the option later does not bring the door back.
+ */
+void shim_listen_guard(struct shim_sock *s, const char *what)
+{
+	const char *none = NULL;
+
+	if (!__atomic_compare_exchange_n(&s->guard, &none, what, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return; /* said already */
+	if (!shim_kind_is(s, SHIM_KF_DOOR))
+		return; /* a TCP socket: its listen() says it */
+	shim_listen_door_shut(s);
+	shim_warn("fd %d: %s set on the listener: its RDMA listener is "
+		  "closed, its connections stay on TCP",
+		  s->lfd, what);
+}
+
+const char *shim_kernel_guard(int fd)
+{
+	char dev[IFNAMSIZ];
+	socklen_t l = sizeof(dev);
+
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &l) == 0 &&
+	    l > 0 && dev[0])
+		return "SO_BINDTODEVICE";
+	l = 0; /* the filter's length, in instructions */
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_GET_FILTER, NULL, &l) == 0 &&
+	    l > 0)
+		return "SO_ATTACH_FILTER";
+	return NULL;
+}
+
 /* The door's address (the listener's, port offset), or -errno: a reason
  * to serve the port over TCP only. */
 static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
 		     socklen_t *alen)
 {
 	uint16_t port;
+
+	if (__atomic_load_n(&s->guard, __ATOMIC_ACQUIRE))
+		return -EPERM; /* a TCP-level protection: shim_listen_guard */
 
 	*alen =
 	    shim_addr_unmap((struct sockaddr *)&s->local, s->local_len, laddr);
@@ -214,6 +259,115 @@ static int door_make(struct shim_sock *s)
 	return lrs;
 }
 
+/*
+ * Is pid (a thread id: rdma_cm names the thread that made the id) one of
+ * this listener's own: a thread of this process (another listener here,
+ * SO_REUSEPORT), a process running as this one's user (which could take
+ * this process over anyway: a prefork worker that dropped privileges can't
+ * read its sibling's fds), or one that has this listener's socket open (a
+ * prefork sibling, parent or child)?
+ */
+static bool shares_listener(pid_t pid, ino_t ino)
+{
+	char path[64], link[64], want[40];
+	struct dirent *e;
+	struct stat ps;
+	bool yes = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d", (int)pid);
+	if (pid == getpid() || access(path, F_OK) == 0)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &ps) == 0 && ps.st_uid == geteuid())
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	snprintf(want, sizeof(want), "socket:[%lu]", (unsigned long)ino);
+	while (!yes && (e = readdir(d))) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/fd/%.16s", (int)pid,
+			 e->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n > 0) {
+			link[n] = 0;
+			yes = !strcmp(link, want);
+		}
+	}
+	closedir(d);
+	return yes;
+}
+
+/* Who holds RDMA port rport, when it is not this listener's processes:
+ * "pid N (uid U)", "an unknown holder", or why it can't be told. */
+static bool door_holder_ours(struct shim_sock *s, uint16_t rport, char *who,
+			     size_t len)
+{
+	pid_t pids[16];
+	struct stat sb;
+	int n = sg_port_holders(rport, pids, (int)ARRAY_SIZE(pids));
+
+	if (n < 0 && n != -ESRCH) {
+		snprintf(who, len, "a holder this process can't see (%s)",
+			 strerror(-n));
+		return false;
+	}
+	if (n <= 0 || fstat(s->lfd, &sb) < 0) {
+		snprintf(who, len,
+			 "a holder that is no process's (a kernel "
+			 "socket or id)");
+		return false;
+	}
+	for (int i = 0; i < n; i++) {
+		char proc[32];
+		struct stat ps;
+
+		if (shares_listener(pids[i], sb.st_ino))
+			continue;
+		snprintf(proc, sizeof(proc), "/proc/%d", (int)pids[i]);
+		if (stat(proc, &ps) == 0)
+			snprintf(who, len, "pid %d (uid %u)", (int)pids[i],
+				 (unsigned)ps.st_uid);
+		else
+			snprintf(who, len, "pid %d", (int)pids[i]);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The door's port is taken (EADDRINUSE).  By this listener's own processes
+ * (a prefork sibling's door, another SO_REUSEPORT listener's here): the
+ * port is on RDMA through it, as before.  By anything else -- another
+ * user's program listening on the twin port first -- that holder receives
+ * the RDMA clients of this port, and nothing this listener can do stops
+ * it (docs/security.md, "Ports and peers"): it opens no door, and says so
+ * as a warning, in every mode.
+ */
+static void door_taken(struct shim_sock *s)
+{
+	uint16_t port = shim_addr_port((struct sockaddr *)&s->local);
+	uint16_t rport = shim_rdma_port(port);
+	char who[96];
+
+	if (door_holder_ours(s, rport, who, sizeof(who))) {
+		shim_info("fd %d: listening on TCP only (its RDMA port %u is "
+			  "held by this listener's own processes)",
+			  s->lfd, rport);
+		return;
+	}
+	shim_warn("fd %d: %sRDMA port %u (the twin of TCP port %u) is held "
+		  "by %s, not by this listener's processes: no RDMA listener "
+		  "here; RDMA clients of port %u reach that holder",
+		  s->lfd,
+		  shim_cfg.mode == SHIM_MODE_REQUIRE ? "RDMA required but "
+						     : "",
+		  rport, port, who, port);
+}
+
 static void door_shut(int lrs);
 
 void shim_listen_door_slow(struct shim_sock *s)
@@ -233,10 +387,10 @@ void shim_listen_door_slow(struct shim_sock *s)
 	lrs = door_make(s);
 	if (lrs < 0) {
 		__atomic_store_n(&s->door, SHIM_DOOR_SHUT, __ATOMIC_RELEASE);
-		/* EADDRINUSE: the port's door is another process's (a prefork
-		 * sibling) or another listener's here (SO_REUSEPORT): the
-		 * port is on RDMA through it. */
-		if (lrs != -EADDRINUSE && shim_cfg.mode == SHIM_MODE_REQUIRE)
+		/* EADDRINUSE: whose the port's door is (door_taken) */
+		if (lrs == -EADDRINUSE)
+			door_taken(s);
+		else if (shim_cfg.mode == SHIM_MODE_REQUIRE)
 			shim_warn(
 			    "fd %d: no RDMA listener (%s): serving TCP only",
 			    s->lfd, strerror(-lrs));
@@ -416,6 +570,22 @@ static int listen_held(int fd, struct shim_sock *s, int backlog)
 		return r;
 	s->local_len = sizeof(s->local);
 	s->lfd = fd;
+	if (!__atomic_load_n(&s->guard, __ATOMIC_ACQUIRE)) {
+		const char *g = shim_kernel_guard(fd);
+
+		if (g)
+			__atomic_store_n(&s->guard, g, __ATOMIC_RELEASE);
+	}
+	if (__atomic_load_n(&s->guard, __ATOMIC_ACQUIRE)) {
+		/* the operator's protection: TCP only, in every mode */
+		shim_warn("fd %d: %s set on the listener: no RDMA listener, "
+			  "its connections stay on TCP",
+			  fd, s->guard);
+		shim_stat_kernel(fd, ERDMA_PATH_LISTEN_TCP, NULL, EPERM, NULL,
+				 0);
+		shim_fd_install(fd, NULL);
+		return 0;
+	}
 	r = REAL(getsockname)(fd, (struct sockaddr *)&s->local, &s->local_len);
 	r = r < 0 ? -errno : door_addr(s, &laddr, &alen);
 	if (r < 0) {

@@ -18,6 +18,7 @@
 #include "sock.h"
 #include "sockopt.h"
 #include "sockfd.h"
+#include "socket.h"
 
 #include <linux/sockios.h>
 #include <netinet/tcp.h>
@@ -54,6 +55,43 @@ static bool refused(int level, int name)
 	if (level == SOL_SOCKET)
 		return name == SO_ZEROCOPY;
 	return false;
+}
+
+#ifndef TCP_AO_ADD_KEY
+#define TCP_AO_ADD_KEY 38 /* Linux 6.7 */
+#endif
+#ifndef SO_BINDTOIFINDEX
+#define SO_BINDTOIFINDEX 62
+#endif
+
+/*
+ * The options that protect a TCP port (socket.c, shim_listen_guard): the
+ * name of the one set, or NULL.  A device binding that was just cleared
+ * (an empty name, index 0) protects nothing.
+ */
+static const char *guard_opt(int fd, int level, int name)
+{
+	if (level == IPPROTO_TCP)
+		return name == TCP_MD5SIG	? "TCP_MD5SIG"
+		       : name == TCP_MD5SIG_EXT ? "TCP_MD5SIG_EXT"
+		       : name == TCP_AO_ADD_KEY ? "TCP_AO"
+						: NULL;
+	if (level != SOL_SOCKET)
+		return NULL;
+	switch (name) {
+	case SO_ATTACH_FILTER:
+		return "SO_ATTACH_FILTER";
+	case SO_ATTACH_BPF:
+		return "SO_ATTACH_BPF";
+	case SO_ATTACH_REUSEPORT_CBPF:
+		return "SO_ATTACH_REUSEPORT_CBPF";
+	case SO_ATTACH_REUSEPORT_EBPF:
+		return "SO_ATTACH_REUSEPORT_EBPF";
+	case SO_BINDTODEVICE:
+	case SO_BINDTOIFINDEX:
+		return shim_kernel_guard(fd) ? "SO_BINDTODEVICE" : NULL;
+	}
+	return NULL;
 }
 
 /* The keepalive options, in struct shim_keepalive's order. */
@@ -117,9 +155,34 @@ struct sg_sockopts shim_sock_opts(const struct shim_sock *s)
 	};
 }
 
+/* A buffer size the listener's socket had set, onto an accepted one's new
+ * kernel socket: the FORCE form gives back exactly the listener's value
+ * (kernel_buf halved it); without CAP_NET_ADMIN the plain one does, as the
+ * listener's was clamped the same way. */
+static void inherit_buf(int nfd, bool snd, unsigned int v)
+{
+	int iv = (int)v;
+
+	if (!v)
+		return;
+	if (REAL(setsockopt)(nfd, SOL_SOCKET,
+			     snd ? SO_SNDBUFFORCE : SO_RCVBUFFORCE, &iv,
+			     sizeof(iv)) < 0)
+		(void)REAL(setsockopt)(nfd, SOL_SOCKET,
+				       snd ? SO_SNDBUF : SO_RCVBUF, &iv,
+				       sizeof(iv));
+}
+
 void shim_sock_inherit(struct shim_sock *ns, int nfd,
 		       const struct shim_sock *ls)
 {
+	/* The kernel's accepted socket is a copy of its listener's: the
+	 * buffer sizes the program set there read back on it (the rsocket
+	 * has them from the door, sg_listen). */
+	ns->sndbuf = ls->sndbuf;
+	ns->rcvbuf = ls->rcvbuf;
+	inherit_buf(nfd, true, ls->sndbuf);
+	inherit_buf(nfd, false, ls->rcvbuf);
 	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++) {
 		int v = ka_get(ls, i, -1);
 
@@ -160,8 +223,35 @@ void shim_sock_ka_load(struct shim_sock *s, int fd)
 				     : ka_read(fd, i));
 }
 
-static void remember(struct shim_sock *s, int level, int name, const void *val,
-		     socklen_t len)
+/*
+ * The buffer size the kernel gave fd's socket for SO_SNDBUF/SO_RCVBUF or
+ * their FORCE forms (which it lets only CAP_NET_ADMIN use): min(val,
+ * net.core.wmem_max/rmem_max) doubled, or the FORCE value doubled, never
+ * under its minimum.  Halved: rsockets doubles what it is given (opts.c),
+ * so an rsocket pins what the kernel would let the socket hold -- never the
+ * program's value as asked.  0 when it can't be read.
+ */
+static unsigned int kernel_buf(int fd, bool snd)
+{
+	socklen_t l = sizeof(int);
+	int v = 0;
+
+	if (REAL(getsockopt)(fd, SOL_SOCKET, snd ? SO_SNDBUF : SO_RCVBUF, &v,
+			     &l) < 0 ||
+	    v <= 0)
+		return 0;
+	return (unsigned int)v / 2;
+}
+
+static bool buf_opt(int level, int name)
+{
+	return level == SOL_SOCKET &&
+	       (name == SO_SNDBUF || name == SO_RCVBUF ||
+		name == SO_SNDBUFFORCE || name == SO_RCVBUFFORCE);
+}
+
+static void remember(struct shim_sock *s, int fd, int level, int name,
+		     const void *val, socklen_t len)
 {
 	int k = ka_index(level, name);
 
@@ -173,14 +263,14 @@ static void remember(struct shim_sock *s, int level, int name, const void *val,
 	}
 	if (level != SOL_SOCKET || !val)
 		return;
-	/* Buffer sizes reach the rsocket at connect/listen (sg_bufs). */
-	if ((name == SO_SNDBUF || name == SO_RCVBUF) && len >= sizeof(int)) {
-		int v;
+	/* Buffer sizes reach the rsocket at connect/listen (sg_bufs), as
+	 * the kernel clamped them. */
+	if (buf_opt(level, name)) {
+		bool snd = name == SO_SNDBUF || name == SO_SNDBUFFORCE;
+		unsigned int v = kernel_buf(fd, snd);
 
-		memcpy(&v, val, sizeof(v));
-		if (v > 0)
-			*(name == SO_SNDBUF ? &s->sndbuf : &s->rcvbuf) =
-			    (unsigned int)v;
+		if (v)
+			*(snd ? &s->sndbuf : &s->rcvbuf) = v;
 	}
 	if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
 	    len >= sizeof(struct timeval)) {
@@ -223,7 +313,11 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 		return setsockopt(fd, level, name, val, len);
 	r = REAL(setsockopt)(fd, level, name, val, len);
 	if (r == 0) {
-		remember(s, level, name, val, len);
+		const char *g = guard_opt(fd, level, name);
+
+		if (g && !shim_kind_is(s, SHIM_KF_CONN))
+			shim_listen_guard(s, g);
+		remember(s, fd, level, name, val, len);
 		if (shim_kind_is(s, SHIM_KF_CONN))
 			forward(s, level, name, val, len);
 	}

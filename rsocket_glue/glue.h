@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include "base.h"
@@ -171,6 +172,12 @@ void sg_set_ack_timeout(int lrs, const struct sg_sockopts *o);
 /* rs's transport failed, with no end from its peer (rsock.c): kernel TCP
  * says ETIMEDOUT there. */
 bool sg_timed_out(int rs);
+
+/* The processes with rdma_cm ids bound to port (host order), from the
+ * kernel's RDMA netlink (holder.c): their number, at most max, in pids (0:
+ * none seen); -ESRCH when one has no pid (the kernel's own) or there are
+ * more than max; or -errno (no RDMA netlink). */
+int sg_port_holders(uint16_t port, pid_t *pids, int max);
 
 /* Negative cache of peers with no RDMA listener (negcache.c). */
 bool sg_negcache_hit(const struct sockaddr *dst, unsigned int ttl_s);

@@ -581,6 +581,74 @@ SHIM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 }
 
 /*
+ * A bound on what a listener holds before the program accepts: rsockets
+ * completes every RDMA connection on its service thread, each with its QP
+ * and pinned buffers (~1 MiB), whether or not the program ever accepts.
+ * A listener's completed, not yet accepted connections are capped as the
+ * kernel caps its accept queue: backlog (clamped by net.core.somaxconn)
+ * plus one.  One more is rejected before rsockets gives it to the queue:
+ * its client's connect is refused and falls back to TCP, where the
+ * kernel's own backlog applies (a full queue: its SYN waits and is sent
+ * again).  Rejecting, not dropping, keeps the client from waiting out an
+ * RDMA timeout for a listener that is only busy.
+ */
+static int pend[MAX_LISTEN_RS];	    /* atomic: accepted, not yet taken */
+static int pend_cap[MAX_LISTEN_RS]; /* 0: no bound known */
+static unsigned char capped[MAX_LISTEN_RS]; /* the warning, once */
+
+/* The kernel's listen(): a backlog over net.core.somaxconn (a negative one
+ * too, as unsigned) is somaxconn. */
+static int backlog_cap(int backlog)
+{
+	static int somax;
+	int m = __atomic_load_n(&somax, __ATOMIC_RELAXED);
+
+	if (!m) {
+		int fd =
+		    open("/proc/sys/net/core/somaxconn", O_RDONLY | O_CLOEXEC);
+		char b[16] = "";
+
+		if (fd >= 0) {
+			(void)!REAL(read)(fd, b, sizeof(b) - 1);
+			REAL(close)(fd);
+		}
+		m = atoi(b);
+		if (m <= 0)
+			m = 4096; /* the kernel's default since 5.4 */
+		__atomic_store_n(&somax, m, __ATOMIC_RELAXED);
+	}
+	if ((unsigned int)backlog > (unsigned int)m)
+		backlog = m;
+	return backlog + 1; /* sk_acceptq_is_full: more than backlog */
+}
+
+/* One more completed connection for listener lrs: false when it is full. */
+static bool pend_take(int lrs)
+{
+	int cap;
+
+	if (lrs < 0 || lrs >= MAX_LISTEN_RS)
+		return true;
+	cap = __atomic_load_n(&pend_cap[lrs], __ATOMIC_RELAXED);
+	if (__atomic_add_fetch(&pend[lrs], 1, __ATOMIC_SEQ_CST) <= cap || !cap)
+		return true;
+	__atomic_sub_fetch(&pend[lrs], 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_exchange_n(&capped[lrs], 1, __ATOMIC_RELAXED))
+		shim_warn("RDMA listener %d: %d connections wait for accept "
+			  "(the backlog): more are refused and fall back to "
+			  "TCP",
+			  lrs, cap);
+	return false;
+}
+
+static void pend_give(int lrs)
+{
+	if (lrs >= 0 && lrs < MAX_LISTEN_RS &&
+	    __atomic_sub_fetch(&pend[lrs], 1, __ATOMIC_SEQ_CST) < 0)
+		__atomic_store_n(&pend[lrs], 0, __ATOMIC_SEQ_CST);
+}
+
+/*
  * The listener's side of it: rsockets accepts on its listen service thread
  * (rs_accept), from the connect request event, whose listen_id is the
  * listening rsocket's id (its channel's fd: the listener's number).  The
@@ -593,14 +661,27 @@ SHIM_EXPORT int rdma_accept(struct rdma_cm_id *id,
 	static void *real;
 	conn_fn *f = (conn_fn *)sg_next_sym(&real, "rdma_accept");
 	struct rdma_cm_id *lid = id && id->event ? id->event->listen_id : NULL;
+	int lrs, r;
 
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
 	}
-	if (lid && lid->channel)
-		apply_ack_to(id, lid->channel->fd);
-	return f(id, param);
+	if (!lid || !lid->channel)
+		return f(id, param);
+	lrs = lid->channel->fd;
+	apply_ack_to(id, lrs);
+	/* refused here, rs_accept rejects the request and frees what it
+	 * made for it (rdma-core 44: its QP and buffers, at once) */
+	if (!pend_take(lrs)) {
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	r = f(id, param);
+	/* EAGAIN: rsockets queues it all the same (rs_accepting) */
+	if (r && errno != EAGAIN && errno != EWOULDBLOCK)
+		pend_give(lrs);
+	return r;
 }
 
 int sg_listen_pollfd(int lrs)
@@ -652,6 +733,11 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 		r = (int)LIB_CALL(rbind(rs, addr, len));
 	}
 	if (r == 0) {
+		/* before rlisten: its service thread may accept at once */
+		__atomic_store_n(&pend[rs], 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&capped[rs], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&pend_cap[rs], backlog_cap(backlog),
+				 __ATOMIC_RELAXED);
 		pthread_mutex_lock(&svc_mu);
 		shim_pair_capture = &qfd;
 		r = (int)LIB_CALL(rlisten(rs, backlog));
@@ -684,6 +770,7 @@ int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len)
 		return -EAGAIN;
 	if (rs < 0)
 		return rs;
+	pend_give(lrs); /* off the queue: room for one more */
 	/* raccept hands back a socket that inherits nothing we rely on:
 	 * make its mode explicit. */
 	sg_set_nonblock(rs, false);
@@ -721,6 +808,7 @@ int sg_close(int rs)
 	bell_close(rs);
 	if (rs >= 0 && rs < MAX_LISTEN_RS) {
 		listen_pollfd[rs] = 0;
+		__atomic_store_n(&pend_cap[rs], 0, __ATOMIC_RELAXED);
 		/* the number may name a program's own rdma_cm channel next */
 		__atomic_store_n(&bounded[rs], 0, __ATOMIC_RELAXED);
 		shut_forget(rs);

@@ -2025,6 +2025,209 @@ static void case_poll_none(void)
 	unpair(&p);
 }
 
+/*
+ * recv with MSG_TRUNC: TCP consumes (with MSG_PEEK, looks at) up to len
+ * bytes and says how many, without writing the buffer -- which may be NULL
+ * or shorter than len.  A guard pattern around and beyond the length proves
+ * nothing was written.
+ */
+struct guarded {
+	char buf[4];
+	char guard[124];
+};
+
+static void guard_fill(struct guarded *g)
+{
+	memset(g, '#', sizeof(*g));
+}
+
+/* "untouched", or how many bytes of g were written */
+static const char *guard_str(const struct guarded *g, char *out, size_t len)
+{
+	const char *p = (const char *)g;
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof(*g); i++)
+		n += p[i] != '#';
+	if (!n)
+		return "untouched";
+	snprintf(out, len, "%d bytes written", n);
+	return out;
+}
+
+static void trunc_one(const char *what, int fd, void *buf, size_t len,
+		      int flags, struct guarded *g)
+{
+	char n[24], w[40];
+	long r;
+
+	guard_fill(g);
+	r = recv(fd, buf, len, flags);
+	say("%s -> %s, buffer %s", what, rstr(r, n, sizeof(n)),
+	    guard_str(g, w, sizeof(w)));
+}
+
+static void case_trunc(void)
+{
+	struct guarded g;
+	struct pair p;
+	struct later l;
+	struct iovec v;
+	struct msghdr m;
+	char n[24], w[40], all[16];
+	int64_t t0;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	send(p.c, "0123456789", 10, 0);
+	r = recv(p.s, all, 10, MSG_PEEK | MSG_WAITALL);
+	say("10 bytes queued (peeked) -> %s", rstr(r, n, sizeof(n)));
+	trunc_one("recv(buf, 4, PEEK|TRUNC)", p.s, g.buf, 4,
+		  MSG_PEEK | MSG_TRUNC, &g);
+	trunc_one("recv(buf, 4, TRUNC)", p.s, g.buf, 4, MSG_TRUNC, &g);
+	r = recv(p.s, NULL, 3, MSG_TRUNC);
+	say("recv(NULL, 3, TRUNC) -> %s", rstr(r, n, sizeof(n)));
+	r = recv(p.s, NULL, 100, MSG_PEEK | MSG_TRUNC);
+	say("recv(NULL, 100, PEEK|TRUNC), 3 queued -> %s",
+	    rstr(r, n, sizeof(n)));
+	guard_fill(&g);
+	r = recv(p.s, g.buf, 2, 0);
+	say("then recv(buf, 2) -> %s \"%.2s\", beyond it %s",
+	    rstr(r, n, sizeof(n)), g.buf,
+	    g.buf[2] != '#' || g.buf[3] != '#' || g.guard[0] != '#'
+		? "written"
+		: "untouched");
+	/* a 4-byte buffer, a length of 100: a drain that the kernel never
+	 * lets write past the buffer */
+	trunc_one("recv(4-byte buf, 100, TRUNC), 1 queued", p.s, g.buf, 100,
+		  MSG_TRUNC, &g);
+	trunc_one("recv(buf, 100, TRUNC|DONTWAIT), none queued", p.s, g.buf,
+		  100, MSG_TRUNC | MSG_DONTWAIT, &g);
+	later_start(&l, p.c, "abcdef", 300);
+	t0 = tl_now_ms();
+	guard_fill(&g);
+	r = recv(p.s, g.buf, 6, MSG_TRUNC | MSG_WAITALL);
+	say("blocking recv(buf, 6, TRUNC|WAITALL), 6 bytes after 0.3 s -> %s "
+	    "after %s, buffer %s",
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0),
+	    guard_str(&g, w, sizeof(w)));
+	later_join(&l);
+	send(p.c, "xyz", 3, 0);
+	r = recv(p.s, all, 3, MSG_PEEK | MSG_WAITALL);
+	guard_fill(&g);
+	v = (struct iovec){.iov_base = g.buf, .iov_len = 2};
+	m = (struct msghdr){.msg_iov = &v, .msg_iovlen = 1};
+	r = recvmsg(p.s, &m, MSG_TRUNC);
+	say("recvmsg(2, TRUNC), 3 queued -> %s, msg_flags %#x, buffer %s",
+	    rstr(r, n, sizeof(n)), (unsigned)m.msg_flags,
+	    guard_str(&g, w, sizeof(w)));
+	r = recv(p.s, all, sizeof(all), 0);
+	say("then recv -> %s \"%.*s\"", rstr(r, n, sizeof(n)),
+	    r > 0 ? (int)r : 0, all);
+	shutdown(p.c, SHUT_WR);
+	r = recv(p.s, NULL, 10, MSG_TRUNC);
+	say("recv(NULL, 10, TRUNC) after the peer's FIN -> %s",
+	    rstr(r, n, sizeof(n)));
+	unpair(&p);
+}
+
+/*
+ * SO_RCVBUF/SO_SNDBUF as the kernel takes them: clamped to
+ * net.core.rmem_max/wmem_max and doubled, never under its minimum; the
+ * FORCE forms only with CAP_NET_ADMIN; an accepted connection has its
+ * listener's.  A client asking for 1 GiB before its connect still
+ * connects and carries data (an rsocket given that much would pin it).
+ */
+static long sysctl_long(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static const char *buf_str(int fd, int name, char *out, size_t len)
+{
+	long max =
+	    sysctl_long(name == SO_RCVBUF ? "/proc/sys/net/core/rmem_max"
+					  : "/proc/sys/net/core/wmem_max");
+	socklen_t l = sizeof(int);
+	int v = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, name, &v, &l) < 0)
+		return tl_en(errno);
+	if (v == 2 * max)
+		return name == SO_RCVBUF ? "2 x rmem_max" : "2 x wmem_max";
+	snprintf(out, len, "%d", v);
+	return out;
+}
+
+static void bufs_say(const char *who, int fd)
+{
+	char a[24], b[24];
+
+	say("%s: SO_RCVBUF %s, SO_SNDBUF %s", who,
+	    buf_str(fd, SO_RCVBUF, a, sizeof(a)),
+	    buf_str(fd, SO_SNDBUF, b, sizeof(b)));
+}
+
+static void case_bufsz(void)
+{
+	struct sockaddr_in a = laddr;
+	socklen_t alen = sizeof(a);
+	int big = 1 << 30, small = 1, mib = 1 << 20, l, c, s = -1;
+	struct pollfd pf;
+	static char data[64 * 1024];
+	char n[24], w[24];
+	long r;
+
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(l, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+	setsockopt(l, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	a.sin_port = 0;
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 8) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &alen) < 0)
+		say("listener: %s", tl_en(errno));
+	bufs_say("listener, 1 GiB asked", l);
+	pf = (struct pollfd){.fd = l, .events = POLLIN};
+	poll(&pf, 1, 0);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(c, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+	setsockopt(c, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	r = connect(c, (struct sockaddr *)&a, sizeof(a));
+	say("client, 1 GiB asked: connect -> %s", rstr(r, n, sizeof(n)));
+	if (r == 0 && poll(&pf, 1, 10000) == 1)
+		s = accept(l, NULL, NULL);
+	if (s < 0) {
+		say("accept: %s", tl_en(errno));
+		close(c);
+		close(l);
+		return;
+	}
+	bufs_say("client", c);
+	bufs_say("accepted", s);
+	memset(data, 'd', sizeof(data));
+	r = send(c, data, sizeof(data), 0);
+	say("send 64 KiB -> %s", rstr(r, n, sizeof(n)));
+	r = recv(s, data, sizeof(data), MSG_WAITALL);
+	say("recv(64 KiB, WAITALL) -> %s", rstr(r, n, sizeof(n)));
+	r = setsockopt(s, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	say("accepted: SO_RCVBUF 1 -> %s, reads %s", rstr(r, n, sizeof(n)),
+	    buf_str(s, SO_RCVBUF, w, sizeof(w)));
+	r = setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &mib, sizeof(mib));
+	say("accepted: SO_RCVBUFFORCE 1 MiB -> %s, reads %s",
+	    rstr(r, n, sizeof(n)), buf_str(s, SO_RCVBUF, w, sizeof(w)));
+	close(s);
+	close(c);
+	close(l);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -2042,6 +2245,7 @@ static const struct {
     {"bindaddr", case_bindaddr},   {"connect-intr", case_connect_intr},
     {"close-fds", case_close_fds}, {"close-jump", case_close_jump},
     {"poll-none", case_poll_none}, {"sigmask", case_sigmask},
+    {"trunc", case_trunc},	   {"bufsz", case_bufsz},
 };
 
 static void *watchdog(void *arg)

@@ -17,6 +17,16 @@
  *       --seed N
  *       --timing         print each connect()'s duration on stderr
  *       --bind ADDR      client: bind each socket to ADDR (port 0) first
+ *       --backlog N      server: listen(N) (128)
+ *       --guard G        server: before listen(), protect the listener:
+ *                        G = filter (an accept-all classic BPF filter) or
+ *                        dev:NAME (SO_BINDTODEVICE)
+ *       --guard-late G   server: the same after listen() and a poll of
+ *                        the listener (under the shim its RDMA listener is
+ *                        open by then)
+ *       --accept-after FILE  server: after listen() poll the listener
+ *                        once, print "waiting", and accept only once FILE
+ *                        exists (<= 60 s)
  *
  * Per connection the client sends a header {size, seed, dir}; data is a
  * xorshift stream from the seed; each side checks the FNV-1a of what it
@@ -30,6 +40,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <linux/filter.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -398,6 +409,33 @@ static int report(struct conn *cs, int n, const char *who)
 	return bad ? 1 : 0;
 }
 
+static int backlog = 128;
+static const char *guard, *guard_late, *accept_after;
+
+/* --guard: 0, or -1 and errno */
+static int set_guard(int fd, const char *g)
+{
+	static struct sock_filter all[] = {{BPF_RET | BPF_K, 0, 0, 0xffffffff}};
+	struct sock_fprog prog = {.len = 1, .filter = all};
+
+	if (!strcmp(g, "filter"))
+		return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog,
+				  sizeof(prog));
+	if (!strncmp(g, "dev:", 4))
+		return setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, g + 4,
+				  (socklen_t)strlen(g + 4) + 1);
+	errno = EINVAL;
+	return -1;
+}
+
+static void wait_file(const char *path)
+{
+	struct stat sb;
+
+	for (int i = 0; i < 6000 && stat(path, &sb) != 0; i++)
+		usleep(10000);
+}
+
 static int server(const char *addr, const char *port)
 {
 	struct sockaddr_storage ss;
@@ -411,10 +449,19 @@ static int server(const char *addr, const char *port)
 	if (lfd < 0)
 		tl_die("socket");
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (guard && set_guard(lfd, guard) < 0)
+		tl_die("--guard");
 	if (bind(lfd, (struct sockaddr *)&ss, len) < 0)
 		tl_die("bind");
-	if (listen(lfd, 128) < 0)
+	if (listen(lfd, backlog) < 0)
 		tl_die("listen");
+	if (guard_late || accept_after) {
+		struct pollfd p = {.fd = lfd, .events = POLLIN};
+
+		poll(&p, 1, 0);
+	}
+	if (guard_late && set_guard(lfd, guard_late) < 0)
+		tl_die("--guard-late");
 	len = sizeof(ss);
 	getsockname(lfd, (struct sockaddr *)&ss, &len);
 	printf("ready %u\n",
@@ -422,6 +469,11 @@ static int server(const char *addr, const char *port)
 			 ? ((struct sockaddr_in *)&ss)->sin_port
 			 : ((struct sockaddr_in6 *)&ss)->sin6_port));
 	fflush(stdout);
+	if (accept_after) {
+		printf("waiting\n");
+		fflush(stdout);
+		wait_file(accept_after);
+	}
 	if (mode_epoll || mode_poll) {
 		set_nonblock(lfd);
 		for (int i = 0; i < conns; i++)
@@ -551,6 +603,14 @@ int main(int argc, char **argv)
 			seed0 = strtoull(v, NULL, 10), i++;
 		else if (!strcmp(o, "--bind"))
 			bind_addr = v, i++;
+		else if (!strcmp(o, "--backlog"))
+			backlog = atoi(v), i++;
+		else if (!strcmp(o, "--guard"))
+			guard = v, i++;
+		else if (!strcmp(o, "--guard-late"))
+			guard_late = v, i++;
+		else if (!strcmp(o, "--accept-after"))
+			accept_after = v, i++;
 		else if (!strcmp(o, "--timing"))
 			timing = 1;
 		else if (!strcmp(o, "--hold"))

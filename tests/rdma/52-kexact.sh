@@ -74,6 +74,14 @@
 #            (tests/inject/slowclose.so), so that the handler comes while
 #            the shim waits for it; and close_range with a flag the kernel
 #            does not know: EINVAL, and the connection carries on
+#   trunc    recv/recvmsg with MSG_TRUNC (with and without MSG_PEEK, a NULL
+#            buffer, a length past what is queued, a 4-byte buffer with a
+#            length of 100, MSG_WAITALL, after the peer's FIN): the count,
+#            and a guard pattern that proves nothing was written (issue 43)
+#   bufsz    SO_RCVBUF/SO_SNDBUF of 1 GiB read back as 2 x rmem_max/wmem_max
+#            on a listener, a client (which still connects: its rsocket
+#            pins the clamped size) and the accepted socket (its
+#            listener's); the kernel's minimum; SO_RCVBUFFORCE as root
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
