@@ -24,8 +24,8 @@ echo "seeds from $base (ERDMA_INTEGRITY_SEED=$base repeats this run)"
 while :; do
 	seed=$((base + seeds))
 	rc=0
-	timeout -k 5 150 "$P" "$IP0" "$seed" "$SESS" >"$WORK/tcp.$seed" 2>&1 || rc=$?
-	[ "$rc" = 0 ] || fail "seed $seed over kernel TCP: exit $rc: $(tail -n 3 "$WORK/tcp.$seed")"
+	timeout -k 5 150 "$P" "$IP0" "$seed" "$SESS" >"$WORK/tcp.$seed" 2>"$WORK/tcp.$seed.err" || rc=$?
+	[ "$rc" = 0 ] || fail "seed $seed over kernel TCP: exit $rc: $(tail -n 3 "$WORK/tcp.$seed.err")"
 	rc=0
 	env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout -k 5 150 \
 		"$P" "$IP0" "$seed" "$SESS" >"$WORK/rdma.$seed" 2>"$WORK/rdma.$seed.err" || rc=$?
