@@ -1144,7 +1144,7 @@ static int cmd_stat_args(int argc, char **argv)
 	}
 	if (json && prom)
 		return bad_usage("stat", "--json and --prometheus: choose one");
-	return cmd_stat(argc, argv);
+	return cmd_stat(one, json, prom);
 }
 
 /* ---- main ---- */

@@ -31,7 +31,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define EX_USAGE 64
 
 /* A JSON string literal of s: control bytes, and bytes >= 0x80 (as
  * U+0080..U+00FF) escaped, so the output is ASCII and valid JSON whatever
@@ -917,10 +916,10 @@ void erdma_stat_print(struct erdma_stat_hdr *h, int fmt)
 	}
 }
 
-int cmd_stat(int argc, char **argv)
+int cmd_stat(int one, bool json, bool prom)
 {
-	bool json = false, prom = false, stale;
-	int one = 0, n, shown = 0, dfd;
+	bool stale;
+	int n, shown = 0, dfd;
 	uint64_t own_ns = erdma_stat_pidns();
 	struct ns_set live = {0};
 	bool all_ns = false;
@@ -928,23 +927,6 @@ int cmd_stat(int argc, char **argv)
 	struct prom_proc *pv = NULL;
 	char **names = NULL;
 
-	for (int i = 0; i < argc; i++) {
-		char *end;
-
-		if (!strcmp(argv[i], "--json")) {
-			json = true;
-			continue;
-		}
-		if (!strcmp(argv[i], "--prometheus")) {
-			prom = true;
-			continue;
-		}
-		one = (int)strtol(argv[i], &end, 10);
-		if (*end || one <= 0)
-			return EX_USAGE;
-	}
-	if (json && prom)
-		return EX_USAGE;
 	dfd = open(ERDMA_STAT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	n = dfd >= 0 ? name_list(dfd, &names) : 0;
 	if (n && !one)

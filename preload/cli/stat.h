@@ -5,10 +5,13 @@
 
 #include "stats.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
-/* erdma-shim stat ARGS: 0, 1 (PID given and not found), 64 (usage). */
-int cmd_stat(int argc, char **argv);
+/* erdma-shim stat [PID] [--json | --prometheus], the arguments checked
+ * (erdma-shim.c): one is the PID or 0 for all; 0, or 1 when PID was given
+ * and not found. */
+int cmd_stat(int one, bool json, bool prom);
 
 /* A JSON string literal of s (ASCII, every byte escaped as needed). */
 void json_str(FILE *f, const char *s);
