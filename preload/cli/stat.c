@@ -31,7 +31,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-
 /* A JSON string literal of s: control bytes, and bytes >= 0x80 (as
  * U+0080..U+00FF) escaped, so the output is ASCII and valid JSON whatever
  * bytes s holds. */
