@@ -7,25 +7,11 @@
 . "$(dirname "$0")/lib/common.bash"
 
 # pair NAME SERVER-ENV CLIENT-ENV [client args]: a held 2-connection
-# transfer; prints "server_qps client_qps".
+# transfer (common.bash); prints "server_qps client_qps".
 pair() {
-	local name=$1 senv=$2 cenv=$3; shift 3
-	local d=$WORK/$name hold=$WORK/$name.hold
-	mkdir -p "$d"
-	bg "$d/server" env $senv timeout 120 "$XFER" server "$IP0" 0 --conns 2 --hold "$hold"
-	local spid=$BG_PID
-	wait_for "$d/server" '^ready ' 20
-	bg "$d/client" env $cenv timeout 120 "$XFER" client "$IP0" "$(port_of "$d/server")" \
-		--conns 2 --size 1M --timing --hold "$hold" "$@"
-	local cpid=$BG_PID
-	wait_for "$d/client" '^holding' 100
-	wait_for "$d/server" '^holding' 20
-	local q="$(qps "$spid") $(qps "$cpid")"
-	touch "$hold"
-	wait "$cpid" || fail "$name: client failed: $(cat "$d/client")"
-	wait "$spid" || fail "$name: server failed: $(cat "$d/server")"
-	grep -q '0 mismatched' "$d/client" || fail "$name: data mismatch"
-	echo "$q"
+	local name=$1 senv=$2 cenv=$3
+	shift 3
+	held_pair "$name" "$senv" "$cenv" "" --timing "$@"
 }
 
 S="LD_PRELOAD=$PRELOAD ERDMA_SHIM_LOG=debug"

@@ -27,25 +27,11 @@
 S="LD_PRELOAD=$PRELOAD ERDMA_SHIM_LOG=debug"
 
 # guarded NAME [server opts]: a held 2-connection transfer from a client
-# bound to IP1; prints "server_qps client_qps".
+# bound to IP1 (common.bash); prints "server_qps client_qps".
 guarded() {
-	local name=$1 d=$WORK/$1 hold=$WORK/$1.hold
+	local name=$1
 	shift
-	mkdir -p "$d"
-	bg "$d/server" env $S timeout 120 "$XFER" server "$IP0" 0 --conns 2 --hold "$hold" "$@"
-	local spid=$BG_PID
-	wait_for "$d/server" '^ready ' 20
-	bg "$d/client" env $S timeout 120 "$XFER" client "$IP0" "$(port_of "$d/server")" \
-		--conns 2 --size 1M --bind "$IP1" --hold "$hold"
-	local cpid=$BG_PID
-	wait_for "$d/client" '^holding' 100
-	wait_for "$d/server" '^holding' 20
-	local q="$(qps "$spid") $(qps "$cpid")"
-	touch "$hold"
-	wait "$cpid" || fail "$name: client failed: $(cat "$d/client")"
-	wait "$spid" || fail "$name: server failed: $(cat "$d/server")"
-	grep -q ' 0 mismatched' "$d/client" || fail "$name: data mismatch"
-	echo "$q"
+	held_pair "$name" "$S" "$S" "$*" --bind "$IP1"
 }
 
 # Each part runs in a subshell: one that fails (fail: exit) does not hide

@@ -112,5 +112,28 @@ waitb() {
 # port_of LOG: the port a server printed ("ready PORT").
 port_of() { awk '/^ready /{print $2; exit}' "$1"; }
 
+# held_pair NAME SERVER-ENV CLIENT-ENV SERVER-OPTS [CLIENT-OPTS...]: a held
+# 2-connection xfer transfer of 1 MiB each way, checked; prints
+# "server_qps client_qps" counted while both ends hold their connections.
+held_pair() {
+	local name=$1 senv=$2 cenv=$3 sopts=$4 d=$WORK/$1 hold=$WORK/$1.hold
+	shift 4
+	mkdir -p "$d"
+	bg "$d/server" env $senv timeout 120 "$XFER" server "$IP0" 0 --conns 2 --hold "$hold" $sopts
+	local spid=$BG_PID
+	wait_for "$d/server" '^ready ' 20
+	bg "$d/client" env $cenv timeout 120 "$XFER" client "$IP0" "$(port_of "$d/server")" \
+		--conns 2 --size 1M --hold "$hold" "$@"
+	local cpid=$BG_PID
+	wait_for "$d/client" '^holding' 100
+	wait_for "$d/server" '^holding' 20
+	local q="$(qps "$spid") $(qps "$cpid")"
+	touch "$hold"
+	wait "$cpid" || fail "$name: client failed: $(cat "$d/client")"
+	wait "$spid" || fail "$name: server failed: $(cat "$d/server")"
+	grep -q ' 0 mismatched' "$d/client" || fail "$name: data mismatch"
+	echo "$q"
+}
+
 # Print a figure the runner echoes into the suite output.
 figure() { echo "FIGURE: $*"; }
