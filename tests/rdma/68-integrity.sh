@@ -11,12 +11,12 @@
 # seed runs once over kernel TCP and once under ERDMA_SHIM=require (every
 # connection RDMA; the client threads and the server are one process), and
 # the transcripts must be identical.  Seeds run until ERDMA_INTEGRITY_SECONDS
-# (60, light pass 20; make soak: longer) are spent, at least one.
+# (45, light pass 15; make soak: longer) are spent, at least one.
 . "$(dirname "$0")/lib/common.bash"
 P=$PROGS/integrity
 [ -x "$P" ] || fail "$P is not built"
-SECS=${ERDMA_INTEGRITY_SECONDS:-$(pick 60 20)}
-SESS=$(pick 40 16)
+SECS=${ERDMA_INTEGRITY_SECONDS:-$(pick 45 15)}
+SESS=$(pick 24 12)
 t_end=$(($(date +%s) + SECS))
 seeds=0 fails=0
 base=${ERDMA_INTEGRITY_SEED:-$(date +%s)}
