@@ -161,12 +161,15 @@ $(GRPC_RAW): bench/grpc_raw/grpc_raw.c Makefile $(FLAGS_STAMP)
 CLI := erdma-shim
 MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null)
 all: $(CLI)
-CLI_OBJ := $(B)/cli/erdma-shim.o $(B)/cli/config.o
+# (doctor reads the librdmacm it runs on as the library's gate does:
+# rsocket_glue/compat.c, self-contained)
+CLI_OBJ := $(B)/cli/erdma-shim.o $(B)/cli/config.o $(B)/cli/compat.o
 $(B)/cli/erdma-shim.o: preload/cli/erdma-shim.c Makefile $(FLAGS_STAMP)
 $(B)/cli/config.o: preload/base/config.c Makefile $(FLAGS_STAMP)
+$(B)/cli/compat.o: rsocket_glue/compat.c Makefile $(FLAGS_STAMP)
 $(CLI_OBJ):
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -DSHIM_MULTIARCH=\"$(MULTIARCH)\" -Ipreload -Ipreload/base $(DEPFLAGS) -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -DSHIM_MULTIARCH=\"$(MULTIARCH)\" -Ipreload -Ipreload/base -Irsocket_glue $(DEPFLAGS) -c -o $@ $<
 $(CLI): $(CLI_OBJ)
 	$(CC) -o $@ $(CLI_OBJ) -lrdmacm -libverbs $(LDFLAGS)
 .PHONY: install-cli clean-cli
