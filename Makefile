@@ -192,6 +192,15 @@ deb:
 	debian/build-deb $(VERSION) $(B)/deb
 # ---- end make deb ------------------------------------------------------------
 
+# ---- make rpm: an RPM for RHEL 9 / Alibaba Cloud Linux 3 / Anolis (issue 39) --
+# build/rpm/RPMS/ARCH/liberdma-shim-$(VERSION)-1.ARCH.rpm from a tarball of
+# the working tree (packaging/rpm/build-rpm), checked with rpmlint.  Needs
+# rpmbuild (on Debian: apt-get install rpm rpmlint).
+.PHONY: rpm
+rpm:
+	packaging/rpm/build-rpm $(VERSION) $(B)/rpm
+# ---- end make rpm ------------------------------------------------------------
+
 # Debian packages: build, unit tests, host integration tests, the soft-RoCE
 # test bed (qemu + Debian's stock kernel with rdma_rxe) and the benches.
 DEPS := build-essential pkg-config librdmacm-dev libibverbs-dev uthash-dev \

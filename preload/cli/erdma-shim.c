@@ -124,6 +124,7 @@ static int find_lib(char *out, size_t len)
 {
 	static const char *const rel[] = {
 	    "/../lib/" LIB_NAME,
+	    "/../lib64/" LIB_NAME, /* RPM-based distributions */
 	    SHIM_MULTIARCH[0] ? "/../lib/" SHIM_MULTIARCH "/" LIB_NAME : NULL,
 	    "/" LIB_NAME};
 	char dir[PATH_MAX], cand[PATH_MAX + 32];
