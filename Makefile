@@ -169,13 +169,16 @@ $(GRPC_RAW): bench/grpc_raw/grpc_raw.c Makefile $(FLAGS_STAMP)
 CLI := erdma-shim
 MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null)
 all: $(CLI)
-CLI_OBJ := $(B)/cli/erdma-shim.o $(B)/cli/stat.o $(B)/cli/config.o
+# (doctor reads the librdmacm it runs on as the library's gate does:
+# rsocket_glue/compat.c, self-contained)
+CLI_OBJ := $(B)/cli/erdma-shim.o $(B)/cli/stat.o $(B)/cli/config.o $(B)/cli/compat.o
 $(B)/cli/erdma-shim.o: preload/cli/erdma-shim.c Makefile $(FLAGS_STAMP)
 $(B)/cli/stat.o: preload/cli/stat.c Makefile $(FLAGS_STAMP)
 $(B)/cli/config.o: preload/base/config.c Makefile $(FLAGS_STAMP)
+$(B)/cli/compat.o: rsocket_glue/compat.c Makefile $(FLAGS_STAMP)
 $(CLI_OBJ):
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -DSHIM_MULTIARCH=\"$(MULTIARCH)\" -Ipreload -Ipreload/base $(DEPFLAGS) -c -o $@ $<
+	$(CC) $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -DSHIM_MULTIARCH=\"$(MULTIARCH)\" -Ipreload -Ipreload/base -Irsocket_glue $(DEPFLAGS) -c -o $@ $<
 $(CLI): $(CLI_OBJ)
 	$(CC) -o $@ $(CLI_OBJ) -lrdmacm -libverbs $(LDFLAGS)
 .PHONY: install-cli clean-cli
@@ -197,6 +200,15 @@ clean-cli:
 deb:
 	debian/build-deb $(VERSION) $(B)/deb
 # ---- end make deb ------------------------------------------------------------
+
+# ---- make rpm: an RPM for RHEL 9 / Alibaba Cloud Linux 3 / Anolis (issue 39) --
+# build/rpm/RPMS/ARCH/liberdma-shim-$(VERSION)-1.ARCH.rpm from a tarball of
+# the working tree (packaging/rpm/build-rpm), checked with rpmlint.  Needs
+# rpmbuild (on Debian: apt-get install rpm rpmlint).
+.PHONY: rpm
+rpm:
+	packaging/rpm/build-rpm $(VERSION) $(B)/rpm
+# ---- end make rpm ------------------------------------------------------------
 
 # Debian packages.  DEPS: what a build of the library and the CLI needs,
 # and nothing else (this is what README tells users to run on a real host).

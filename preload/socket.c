@@ -241,14 +241,18 @@ static int door_make(struct shim_sock *s)
 	struct sockaddr_storage laddr;
 	struct sg_sockopts o;
 	socklen_t alen;
-	int r, lrs;
+	int r, lrs, cap;
 
 	r = door_addr(s, &laddr, &alen);
 	if (r < 0)
 		return r;
-	/* rdma-core 44's listen service thread has the stale-array bug of
-	 * its connect service (svc.c) once it holds a 4th listener. */
-	if (__atomic_add_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED) > 3) {
+	/* rdma-core's listen service thread before 44.7/50.2/53.0 has the
+	 * stale-array bug of its connect service (svc.c) once it holds a
+	 * 4th listener: the cap is the gate's (rsocket_glue/compat.c). */
+	cap = sg_listener_cap();
+	if (__atomic_add_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED) >
+		cap &&
+	    cap) {
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 		return -EMFILE;
 	}

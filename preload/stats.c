@@ -432,7 +432,8 @@ static const char *listen_why(int e, int *err)
 		why = "port + ERDMA_SHIM_PORT_OFFSET exceeds 65535";
 		break;
 	case EMFILE:
-		why = "rdma-core 44 serves at most 3 RDMA listeners";
+		why = "this librdmacm serves at most 3 RDMA listeners "
+		      "(rdma-core before 44.7/50.2/53.0)";
 		break;
 	default:
 		return why;

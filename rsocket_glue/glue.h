@@ -42,6 +42,13 @@ struct sg_sockopts {
 int sg_fds_check(void);
 void sg_shortage(int err, const char *peer);
 
+/* The librdmacm the process runs on and the mode chosen for it, decided
+ * once at start (compat.c): RDMA only on a known release. */
+struct sg_rdmacm;
+const struct sg_rdmacm *sg_rdmacm(void);
+/* RDMA listeners this librdmacm serves per process (0: no cap). */
+int sg_listener_cap(void);
+
 /* Is there an RDMA device and an rdma_cm to reach it? (cached) */
 bool sg_available(void);
 /* Is one of them iWARP, whose rdma_cm ports are kernel TCP ports? */

@@ -8,6 +8,7 @@
 #include "glue.h"
 #include "glue_int.h"
 #include "addr.h"
+#include "compat.h"
 #include "log.h"
 
 #include <dlfcn.h>
@@ -84,7 +85,37 @@ static void sg_fork_child(void)
 	if (__atomic_load_n(&lib_used, __ATOMIC_ACQUIRE))
 		fork_tainted = true;
 }
-SHIM_STARTUP(GLUE, .child = sg_fork_child);
+/* The librdmacm gate (compat.c), read once at start: on a release the
+ * shim was not checked against, RDMA is not used at all. */
+static struct sg_rdmacm rdmacm;
+
+static void sg_start(void)
+{
+	char desc[320];
+
+	sg_rdmacm_probe(&rdmacm);
+	sg_rdmacm_describe(&rdmacm, desc, sizeof(desc));
+	if (rdmacm.known) {
+		shim_info("librdmacm %d.%d (%s): %s", rdmacm.major,
+			  rdmacm.minor, rdmacm.path, desc);
+		return;
+	}
+	__atomic_store_n(&avail_state, -1, __ATOMIC_RELEASE);
+	shim_warn("librdmacm %s: %s; checked: rdma-core %d.0 to %d.x",
+		  rdmacm.path[0] ? rdmacm.path : "(none)", desc,
+		  SG_RDMACM_OLDEST_MAJOR, SG_RDMACM_NEWEST_MAJOR);
+}
+SHIM_STARTUP(GLUE, .start = sg_start, .child = sg_fork_child);
+
+const struct sg_rdmacm *sg_rdmacm(void)
+{
+	return &rdmacm;
+}
+
+int sg_listener_cap(void)
+{
+	return rdmacm.listener_cap;
+}
 
 bool sg_fork_tainted(void)
 {

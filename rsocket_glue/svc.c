@@ -19,11 +19,17 @@
  * rsocket never enters the broken set, and rclose never asks to leave it.
  *
  * The message layout and command numbers are rdma-core's (librdmacm/
- * rsocket.c: struct rs_svc_msg, RS_SVC_NOOP = 0, RS_SVC_ADD_CM = 6); a
- * write of any other shape passes through untouched.
+ * rsocket.c: struct rs_svc_msg, RS_SVC_NOOP = 0, RS_SVC_ADD_CM = 6), the
+ * same in every release from 39.0 to 64.0; only on those (compat.c:
+ * svc_noop) is it rewritten, and a write of any other shape passes
+ * through untouched.  Releases with the fix need it too: since 44.12,
+ * 50.7 and 63.0 rconnect registers even a connect that succeeded at once,
+ * and the service thread would then take rdma_cm events the glue reads
+ * itself (cmend.c).
  */
 #include "glue.h"
 #include "glue_int.h"
+#include "compat.h"
 
 #include <string.h>
 
@@ -40,7 +46,7 @@ ssize_t sg_svc_write(int fd, const void *buf, size_t n)
 {
 	struct svc_msg m;
 
-	if (n != sizeof(m) || !shim_in_lib())
+	if (n != sizeof(m) || !shim_in_lib() || !sg_rdmacm()->svc_noop)
 		return REAL(write)(fd, buf, n);
 	memcpy(&m, buf, sizeof(m));
 	if (m.cmd == SVC_ADD_CM)

@@ -14,6 +14,7 @@
  * check must be kernel TCP).
  */
 #define _GNU_SOURCE
+#include "compat.h"
 #include "config.h"
 #include "stat.h"
 
@@ -183,6 +184,7 @@ static int find_lib(char *out, size_t len)
 {
 	static const char *const rel[] = {
 	    "/../lib/" LIB_NAME,
+	    "/../lib64/" LIB_NAME, /* RPM-based distributions */
 	    SHIM_MULTIARCH[0] ? "/../lib/" SHIM_MULTIARCH "/" LIB_NAME : NULL,
 	    "/" LIB_NAME};
 	char dir[PATH_MAX], cand[PATH_MAX + 32];
@@ -763,50 +765,60 @@ static int lib_path_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* A library's version: dpkg's, else from its file name (.so.1.3.44.0). */
+/* A library's version: the real file loaded here (.so.1.14.44.0: the same
+ * LD_LIBRARY_PATH as the programs'), else dpkg's package's. */
 static void lib_version(const char *pkg, const char *soname, char *out,
 			size_t len)
 {
 	char cmd[160], *want[2] = {(char *)soname, NULL};
 	FILE *p;
 
-	out[0] = '\0';
+	snprintf(out, len, "unknown");
+	dl_iterate_phdr(lib_path_cb, want);
+	if (want[1]) {
+		snprintf(out, len, "%s", want[1]);
+		free(want[1]);
+		return;
+	}
 	snprintf(cmd, sizeof(cmd),
 		 "dpkg-query -W -f='${Version}' %s 2>/dev/null", pkg);
 	p = popen(cmd, "r");
 	if (p) {
 		if (!fgets(out, (int)len, p))
-			out[0] = '\0';
+			snprintf(out, len, "unknown");
 		pclose(p);
-	}
-	if (out[0])
-		return;
-	dl_iterate_phdr(lib_path_cb, want);
-	if (want[1]) {
-		const char *b = strrchr(want[1], '/');
-
-		snprintf(out, len, "%s", b ? b + 1 : want[1]);
-		free(want[1]);
-	} else {
-		snprintf(out, len, "unknown");
 	}
 }
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/*
+ * The librdmacm this command runs on -- the one the library would run on
+ * with the same environment (LD_LIBRARY_PATH) -- and the library's mode
+ * there: the gate's own code (rsocket_glue/compat.c).
+ */
 static void doctor_libs(struct report *r)
 {
-	char cm[64], verbs[64];
+	struct sg_rdmacm cm;
+	char verbs[PATH_MAX], mode[320];
 
-	lib_version("librdmacm1", "librdmacm.so", cm, sizeof(cm));
+	sg_rdmacm_probe(&cm);
+	sg_rdmacm_describe(&cm, mode, sizeof(mode));
 	lib_version("libibverbs1", "libibverbs.so", verbs, sizeof(verbs));
-	if (strstr(cm, "44.0"))
-		check(r, "libraries", "ok", NULL,
-		      "librdmacm %s, libibverbs %s (rdma-core 44.0: rsockets' "
-		      "service thread fails past 3 sockets; the shim works "
-		      "around it and caps RDMA listeners at 3 per process)",
-		      cm, verbs);
+	if (cm.known)
+		check(r, "librdmacm", "ok", NULL,
+		      "rdma-core %d.%d (%s), libibverbs %s; mode %s", cm.major,
+		      cm.minor, cm.path, verbs, mode);
 	else
-		check(r, "libraries", "ok", NULL, "librdmacm %s, libibverbs %s",
-		      cm, verbs);
+		check(
+		    r, "librdmacm", "fail",
+		    "install rdma-core " STR(
+			SG_RDMACM_OLDEST_MAJOR) ".0 to " STR(SG_RDMACM_NEWEST_MAJOR) ".x, or point LD_LIBRARY_PATH "
+										     "at one",
+		    "%s%s (libibverbs %s); mode %s",
+		    cm.path[0] ? cm.path : "no librdmacm",
+		    cm.major >= 0 ? "" : " (release unknown)", verbs, mode);
 }
 
 static int cmd_doctor(int argc, char **argv)
