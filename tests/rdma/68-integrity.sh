@@ -27,8 +27,10 @@ while :; do
 	timeout -k 5 150 "$P" "$IP0" "$seed" "$SESS" >"$WORK/tcp.$seed" 2>"$WORK/tcp.$seed.err" || rc=$?
 	[ "$rc" = 0 ] || fail "seed $seed over kernel TCP: exit $rc: $(tail -n 3 "$WORK/tcp.$seed.err")"
 	rc=0
-	env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout -k 5 150 \
-		"$P" "$IP0" "$seed" "$SESS" >"$WORK/rdma.$seed" 2>"$WORK/rdma.$seed.err" || rc=$?
+	# a hang prints every thread's stack (waitb), then fails the seed
+	env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require \
+		"$P" "$IP0" "$seed" "$SESS" >"$WORK/rdma.$seed" 2>"$WORK/rdma.$seed.err" &
+	waitb $! 150 || rc=$?
 	seeds=$((seeds + 1))
 	if [ "$rc" != 0 ] || ! cmp -s "$WORK/tcp.$seed" "$WORK/rdma.$seed"; then
 		echo "FAIL seed $seed (exit $rc): what differs from kernel TCP:"
