@@ -11,8 +11,14 @@
 # seed runs once over kernel TCP and once under ERDMA_SHIM=require (every
 # connection RDMA; the client threads and the server are one process), and
 # the transcripts must be identical.  Seeds run until ERDMA_INTEGRITY_SECONDS
-# (45, light pass 15; make soak: longer) are spent, at least one.
-. "$(dirname "$0")/lib/common.bash"
+# (45, light 15; make soak: the soak's length) are spent, at least one.
+#
+# Run by make soak, not make test: it finds an open defect (docs/limits.md,
+# "Open"): with the clients and the listener in one process, a door that
+# opens while the process's own clients connect, or three connects at once,
+# can leave every connect of the process waiting -- about one seed in three
+# here.  make test must not fail by chance; this test stays where it finds it.
+. "$(dirname "$0")/../lib/common.bash"
 P=$PROGS/integrity
 [ -x "$P" ] || fail "$P is not built"
 SECS=${ERDMA_INTEGRITY_SECONDS:-$(pick 45 15)}
