@@ -318,7 +318,8 @@ case_statflip() {
 	# an ASan+UBSan build of the CLI
 	cc -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		-DSHIM_VERSION=\"sec\" -DSHIM_MULTIARCH=\"\" -I"$ROOT/preload" -I"$ROOT/preload/base" \
-		-o "$asan" "$ROOT"/preload/cli/*.c "$ROOT/preload/base/config.c" -lrdmacm -libverbs ||
+		-I"$ROOT/rsocket_glue" -o "$asan" "$ROOT"/preload/cli/*.c "$ROOT/preload/base/config.c" \
+		"$ROOT/rsocket_glue/compat.c" -lrdmacm -libverbs -ldl ||
 		fail "stat: cannot build the CLI with ASan"
 	bg_start plain "$TMP/flip.out" "$TMP/flip.err" "${NOBODY[@]}" "$PY" "$TMP/forge.py" flip
 	fp=$(wait_line "$TMP/flip.out" '^ready ' 20 "$BG_PID" | cut -d' ' -f2) || fail "stat: the flipping forger did not start"
