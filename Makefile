@@ -288,9 +288,8 @@ check-rdma: check-rdma-prereqs
 # and raw traffic with random faults (the suite runs the same for 60 s).
 SOAK_SECONDS ?= 300
 soak: check-rdma-prereqs
-	ERDMA_SOAK_SECONDS=$(SOAK_SECONDS) ERDMA_INTEGRITY_SECONDS=$(SOAK_SECONDS) \
-		tests/vm/check-rdma --timeout $$(($(SOAK_SECONDS) + 300)) \
-		tests/rdma/95-soak.sh tests/rdma/soak/integrity.sh
+	ERDMA_INTEGRITY_SECONDS=$(SOAK_SECONDS) ERDMA_SOAK_SECONDS=$(SOAK_SECONDS) tests/vm/check-rdma \
+		--timeout $$(($(SOAK_SECONDS) + 300)) tests/rdma/95-soak.sh tests/rdma/soak/integrity.sh
 
 # A ThreadSanitizer copy of the library, beside the normal one (preload it
 # after libtsan.so): build/tsan/liberdma_shim.so.
