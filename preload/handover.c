@@ -31,6 +31,7 @@
  * connection with them.
  */
 #include "shim.h"
+#include "config.h"
 #include "log.h"
 #include "sock.h"
 #include "socket.h"
@@ -39,10 +40,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
+#include <dirent.h>
 
 struct relay {
 	struct shim_sock *s; /* the connection: a reference, for its rsocket */
@@ -480,8 +482,8 @@ static void shim_handover_parent(void)
  * socket's two ports, then the addresses the program saw -- and an image
  * started with it takes back, for each socket whose kernel names are
  * exactly those loopback ports, the addresses named.  Entries of sockets
- * gone since match nothing.  The environment is the program's own: a
- * setuid image ignores the shim's variables (config.c).
+ * gone since match nothing.  A setuid image ignores it, as it ignores the
+ * shim's other variables (shim_cfg.env_ignored).
  */
 #define RELAYED_ENV "ERDMA_SHIM_RELAYED"
 #define RELAYED_MAX 64
@@ -529,6 +531,37 @@ static bool lo_ports(int fd, uint16_t *port, uint16_t *peer, int *family)
 	return true;
 }
 
+/*
+ * Put RELAYED_ENV=val in this fork child's environment, without setenv:
+ * glibc's environment lock is not reset at fork, and another thread of the
+ * parent may have held it then.  The child is single-threaded here; a new
+ * array replaces environ (the old one is left as it was, so a copy of it
+ * the program kept stays valid, only without the entry).
+ */
+static void relayed_env_put(const char *val)
+{
+	size_t n = 0, j = 0, klen = strlen(RELAYED_ENV "=");
+	char **e, *kv;
+
+	while (environ && environ[n])
+		n++;
+	e = malloc((n + 2) * sizeof(*e));
+	kv = malloc(klen + strlen(val) + 1);
+	if (!e || !kv) {
+		free(e);
+		free(kv);
+		return;
+	}
+	memcpy(kv, RELAYED_ENV "=", klen);
+	strcpy(kv + klen, val);
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], RELAYED_ENV "=", klen))
+			e[j++] = environ[i];
+	e[j++] = kv;
+	e[j] = NULL;
+	environ = e;
+}
+
 /* In a fork child: the relayed sockets it holds, into its environment. */
 static void relayed_export(void)
 {
@@ -556,7 +589,7 @@ static void relayed_export(void)
 		n++;
 	}
 	if (n)
-		setenv(RELAYED_ENV, buf, 1);
+		relayed_env_put(buf);
 }
 
 static bool parse_addr(const char *ip, unsigned long port,
@@ -635,10 +668,11 @@ static void relayed_import(void)
 	struct relayed r[RELAYED_MAX];
 	char copy[RELAYED_MAX * 120], *save = NULL;
 	unsigned int n = 0, adopted = 0;
-	struct rlimit rl;
-	int maxfd = 1024;
+	struct dirent *de;
+	DIR *d;
 
-	if (!env || strlen(env) >= sizeof(copy))
+	/* a setuid image's environment is its caller's: not trusted */
+	if (shim_cfg.env_ignored || !env || strlen(env) >= sizeof(copy))
 		return;
 	strcpy(copy, env);
 	for (char *e = strtok_r(copy, ";", &save); e && n < RELAYED_MAX;
@@ -647,13 +681,16 @@ static void relayed_import(void)
 			n++;
 	if (!n)
 		return;
-	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < 65536)
-		maxfd = (int)rl.rlim_cur;
-	for (int fd = 0; fd < maxfd; fd++) {
+	/* the fds that are open (fd 2 left out: the log watches it, and the
+	 * SOCK step takes its place after this one) */
+	d = opendir("/proc/self/fd");
+	while (d && (de = readdir(d))) {
+		int fd = atoi(de->d_name);
 		uint16_t lp, pp;
 		int fam;
 
-		if (!lo_ports(fd, &lp, &pp, &fam))
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || fd == 2 ||
+		    fd == dirfd(d) || !lo_ports(fd, &lp, &pp, &fam))
 			continue;
 		for (unsigned int i = 0; i < n; i++)
 			if (r[i].lo_port == lp && r[i].lo_peer == pp &&
@@ -663,6 +700,8 @@ static void relayed_import(void)
 				break;
 			}
 	}
+	if (d)
+		closedir(d);
 	if (adopted)
 		shim_dbg("handover: %u relayed socket%s named as before exec",
 			 adopted, adopted == 1 ? "" : "s");
