@@ -41,6 +41,8 @@
 void *sg_next_sym(void **slot, const char *name);
 /* Is caller (a return address) code of librdmacm's?  (rsock.c) */
 bool sg_from_librdmacm(const void *caller);
+/* threads.c: find librdmacm's code once, for pthread_create's test. */
+void sg_threads_start(void);
 
 /*
  * sleep.c: the sleep in rsockets runs with cancellation disabled (a thread

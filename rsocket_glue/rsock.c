@@ -93,6 +93,7 @@ static void sg_start(void)
 {
 	char desc[320];
 
+	sg_threads_start();
 	sg_rdmacm_probe(&rdmacm);
 	sg_rdmacm_describe(&rdmacm, desc, sizeof(desc));
 	if (rdmacm.known) {

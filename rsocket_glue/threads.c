@@ -29,8 +29,55 @@
 #include "glue_int.h"
 
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
+#include <rdma/rsocket.h>
 #include <signal.h>
+#include <stdint.h>
+
+/* librdmacm's executable segments, found once at start-up (GLUE): the
+ * test below takes no lock (dladdr takes the loader's, which a dlopen
+ * holds across constructors), and librdmacm is never unloaded. */
+static uintptr_t text_lo, text_hi;
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *want)
+{
+	uintptr_t a = (uintptr_t)want, lo = UINTPTR_MAX, hi = 0;
+	bool mine = false;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t b = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (a >= b && a < b + ph->p_memsz)
+			mine = true;
+		if (!(ph->p_flags & PF_X))
+			continue;
+		lo = b < lo ? b : lo;
+		hi = b + ph->p_memsz > hi ? b + ph->p_memsz : hi;
+	}
+	if (!mine || hi <= lo)
+		return 0;
+	__atomic_store_n(&text_lo, lo, __ATOMIC_RELAXED);
+	__atomic_store_n(&text_hi, hi, __ATOMIC_RELEASE);
+	return 1;
+}
+
+void sg_threads_start(void)
+{
+	dl_iterate_phdr(find_text, (void *)rsocket);
+}
+
+static bool in_librdmacm(const void *caller)
+{
+	uintptr_t a = (uintptr_t)caller;
+	uintptr_t hi = __atomic_load_n(&text_hi, __ATOMIC_ACQUIRE);
+
+	return a < hi && a >= __atomic_load_n(&text_lo, __ATOMIC_RELAXED);
+}
 
 typedef int pc_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *),
 		  void *);
@@ -45,7 +92,7 @@ SHIM_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 
 	if (!f)
 		return ENOSYS; /* pthreads' convention: the error itself */
-	if (!shim_in_lib() && !sg_from_librdmacm(__builtin_return_address(0)))
+	if (!shim_in_lib() && !in_librdmacm(__builtin_return_address(0)))
 		return f(t, attr, fn, arg);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
