@@ -93,7 +93,10 @@ static int log_file_open(const char *path)
 		return lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) ? -ELOOP
 								    : -e;
 	}
-	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
+	/* one link only: another user's hard link to a file of ours (say
+	 * /etc/shadow, with fs.protected_hardlinks=0) is not a log file */
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+	    sb.st_nlink != 1) {
 		REAL(close)(fd); /* resolved before shim_log_open runs */
 		return -EPERM;
 	}
