@@ -1722,7 +1722,7 @@ static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 	return out;
 }
 
-static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
+static int wait_loop(struct shim_sock *es, struct epoll_event *evs, int max,
 		     int timeout, const sigset_t *mask)
 {
 	struct ep_set *set = es->epset;
@@ -1765,6 +1765,31 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		if (r < 0)
 			return r;
 	}
+}
+
+/*
+ * What epoll_pwait's mask blocks stays blocked for the whole call, as the
+ * kernel sets the mask for it: the shim's wait looks, spins and sleeps in
+ * pieces, and only its sleeps take the mask (atomically, so a signal the
+ * mask lets through still ends them with EINTR); a signal the mask blocks
+ * must not land between two pieces, where the call would say EINTR while
+ * the kernel's times out and runs the handler after.  So the mask's
+ * signals are added to the thread's for the call, and the thread's own
+ * mask is back before the edge ends: a signal held meanwhile is run by the
+ * caller (EPOLL_WAIT_BODY) once the result is decided.  Two system calls,
+ * only for a wait with a mask on a set with RDMA registrations.
+ */
+static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
+		     int timeout, const sigset_t *mask)
+{
+	sigset_t old;
+	int r;
+
+	if (!mask || pthread_sigmask(SIG_BLOCK, mask, &old))
+		return wait_loop(es, evs, max, timeout, mask);
+	r = wait_loop(es, evs, max, timeout, mask);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
 }
 
 /* A close() of epfd that came first sends the call to what epfd names
