@@ -347,17 +347,24 @@ static bool any_epoll_emul(const struct pollfd *fds, nfds_t nfds)
 
 /* A handler of a signal that ended the sleep runs here, once the
  * references to the polled sockets are given back (base/sigdefer.c); poll
- * and select are never restarted. */
+ * and select are never restarted.  What a ppoll/pselect mask blocks stays
+ * blocked for the whole call, not only in its sleeps, as in the kernel
+ * (see epoll.c, wait_slow). */
 static int poll_any(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		    const struct timespec *tmo, const sigset_t *mask)
 {
+	bool held;
+	sigset_t old;
 	int r;
 
 	shim_sig_edge_enter();
+	held = mask && !pthread_sigmask(SIG_BLOCK, mask, &old);
 	if (any_epoll_emul(fds, nfds))
 		r = poll_epolls(fds, nfds, timeout_ms, mask);
 	else
 		r = poll_slow(fds, nfds, timeout_ms, tmo, mask);
+	if (held)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (shim_sig_edge_leave())
 		shim_sig_run();
 	return r;
