@@ -485,7 +485,8 @@ static void shim_handover_parent(void)
  * gone since match nothing.  A setuid image ignores it, as it ignores the
  * shim's other variables (shim_cfg.env_ignored).
  */
-#define RELAYED_ENV "ERDMA_SHIM_RELAYED"
+/* not ERDMA_SHIM_*: those are the user's settings, checked by name */
+#define RELAYED_ENV "LIBERDMA_SHIM_RELAYED"
 #define RELAYED_MAX 64
 
 struct relayed {
@@ -614,30 +615,50 @@ static bool parse_addr(const char *ip, unsigned long port,
 	return false;
 }
 
-/* One "lo_port,lo_peer,local,lport,peer,pport" entry; false: malformed. */
-static bool parse_entry(char *e, struct relayed *r)
+/* A decimal of at most max at *s, moved past its digits; -1 if none.  (Not
+ * strtoul or atoi: this runs at start-up, maybe inside a sanitizer's own
+ * start, whose interceptors of those abort then.) */
+static long dec(const char **s, long max)
 {
-	char *f[6], *save = NULL, *end;
-	unsigned long lp, pp, p1, p2;
-	int i = 0;
+	long v = 0;
+	int n = 0;
 
-	for (char *t = strtok_r(e, ",", &save); t && i < 6;
-	     t = strtok_r(NULL, ",", &save))
-		f[i++] = t;
-	if (i != 6)
+	while (**s >= '0' && **s <= '9' && n < 6) {
+		v = v * 10 + (*(*s)++ - '0');
+		n++;
+	}
+	return n && v <= max ? v : -1;
+}
+
+/* One "lo_port,lo_peer,local,lport,peer,pport" entry, ending at ';' or
+ * the end; false: malformed. */
+static bool parse_entry(const char *e, struct relayed *r)
+{
+	char ip[2][INET6_ADDRSTRLEN];
+	long lp, pp, p[2];
+	const char *q = e;
+
+	lp = dec(&q, 65535);
+	if (lp < 0 || *q++ != ',')
 		return false;
-	lp = strtoul(f[0], &end, 10);
-	if (*end)
+	pp = dec(&q, 65535);
+	if (pp < 0 || *q++ != ',')
 		return false;
-	pp = strtoul(f[1], &end, 10);
-	if (*end)
-		return false;
-	p1 = strtoul(f[3], &end, 10);
-	if (*end)
-		return false;
-	p2 = strtoul(f[5], &end, 10);
-	if (*end || lp > 65535 || pp > 65535 ||
-	    !parse_addr(f[2], p1, &r->local) || !parse_addr(f[4], p2, &r->peer))
+	for (int k = 0; k < 2; k++) {
+		size_t n = 0;
+
+		while (*q && *q != ',' && n < sizeof(ip[k]) - 1)
+			ip[k][n++] = *q++;
+		ip[k][n] = 0;
+		if (*q++ != ',')
+			return false;
+		p[k] = dec(&q, 65535);
+		if (p[k] < 0 || (k == 0 && *q++ != ',') ||
+		    (k == 1 && *q && *q != ';'))
+			return false;
+	}
+	if (!parse_addr(ip[0], (unsigned long)p[0], &r->local) ||
+	    !parse_addr(ip[1], (unsigned long)p[1], &r->peer))
 		return false;
 	r->lo_port = (uint16_t)lp;
 	r->lo_peer = (uint16_t)pp;
@@ -666,31 +687,33 @@ static void relayed_import(void)
 {
 	const char *env = getenv(RELAYED_ENV);
 	struct relayed r[RELAYED_MAX];
-	char copy[RELAYED_MAX * 120], *save = NULL;
 	unsigned int n = 0, adopted = 0;
 	struct dirent *de;
 	DIR *d;
 
 	/* a setuid image's environment is its caller's: not trusted */
-	if (shim_cfg.env_ignored || !env || strlen(env) >= sizeof(copy))
+	if (shim_cfg.env_ignored || !env)
 		return;
-	strcpy(copy, env);
-	for (char *e = strtok_r(copy, ";", &save); e && n < RELAYED_MAX;
-	     e = strtok_r(NULL, ";", &save))
+	for (const char *e = env; e && *e && n < RELAYED_MAX;) {
+		const char *end = strchr(e, ';');
+
 		if (parse_entry(e, &r[n]))
 			n++;
+		e = end ? end + 1 : NULL;
+	}
 	if (!n)
 		return;
 	/* the fds that are open (fd 2 left out: the log watches it, and the
 	 * SOCK step takes its place after this one) */
 	d = opendir("/proc/self/fd");
 	while (d && (de = readdir(d))) {
-		int fd = atoi(de->d_name);
+		const char *nm = de->d_name;
+		int fd = (int)dec(&nm, 1 << 20);
 		uint16_t lp, pp;
 		int fam;
 
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' || fd == 2 ||
-		    fd == dirfd(d) || !lo_ports(fd, &lp, &pp, &fam))
+		if (fd < 0 || *nm || fd == 2 || fd == dirfd(d) ||
+		    !lo_ports(fd, &lp, &pp, &fam))
 			continue;
 		for (unsigned int i = 0; i < n; i++)
 			if (r[i].lo_port == lp && r[i].lo_peer == pp &&
