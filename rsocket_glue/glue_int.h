@@ -39,10 +39,10 @@
 /* The next definition of name after ours (librdmacm's, libibverbs'),
  * looked up once into *slot; NULL: none (rsock.c). */
 void *sg_next_sym(void **slot, const char *name);
-/* Is caller (a return address) code of librdmacm's?  (rsock.c) */
-bool sg_from_librdmacm(const void *caller);
-/* threads.c: find librdmacm's code once, for pthread_create's test. */
+/* threads.c: find librdmacm's code once (GLUE start); then, without a
+ * lock: is caller (a return address) code of librdmacm's? */
 void sg_threads_start(void);
+bool sg_from_librdmacm(const void *caller);
 
 /*
  * sleep.c: the sleep in rsockets runs with cancellation disabled (a thread

@@ -577,21 +577,6 @@ void *sg_next_sym(void **slot, const char *name)
 	return f;
 }
 
-/* Is caller's code in librdmacm (rsockets), not in the program or in a
- * library of its own? */
-bool sg_from_librdmacm(const void *caller)
-{
-	static const void *base;
-	const void *b = __atomic_load_n(&base, __ATOMIC_ACQUIRE);
-	Dl_info me, it;
-
-	if (!b && dladdr((void *)rsocket, &me)) {
-		b = me.dli_fbase;
-		__atomic_store_n(&base, b, __ATOMIC_RELEASE);
-	}
-	return b && dladdr(caller, &it) && it.dli_fbase == b;
-}
-
 SHIM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 			     struct rdma_conn_param *param)
 {

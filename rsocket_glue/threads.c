@@ -36,7 +36,8 @@
 #include <stdint.h>
 
 /* librdmacm's executable segments, found once at start-up (GLUE): the
- * test below takes no lock (dladdr takes the loader's, which a dlopen
+ * glue's one test of "is this caller librdmacm" (sg_from_librdmacm, also
+ * limits.c's) takes no lock (dladdr takes the loader's, which a dlopen
  * holds across constructors), and librdmacm is never unloaded. */
 static uintptr_t text_lo, text_hi;
 
@@ -71,7 +72,7 @@ void sg_threads_start(void)
 	dl_iterate_phdr(find_text, (void *)rsocket);
 }
 
-static bool in_librdmacm(const void *caller)
+bool sg_from_librdmacm(const void *caller)
 {
 	uintptr_t a = (uintptr_t)caller;
 	uintptr_t hi = __atomic_load_n(&text_hi, __ATOMIC_ACQUIRE);
@@ -92,7 +93,7 @@ SHIM_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 
 	if (!f)
 		return ENOSYS; /* pthreads' convention: the error itself */
-	if (!shim_in_lib() && !in_librdmacm(__builtin_return_address(0)))
+	if (!shim_in_lib() && !sg_from_librdmacm(__builtin_return_address(0)))
 		return f(t, attr, fn, arg);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
