@@ -3,6 +3,7 @@
 #ifndef SHIM_GLUE_INT_H
 #define SHIM_GLUE_INT_H
 
+#include <dlfcn.h>
 #include <poll.h>
 
 #include "base.h"
@@ -36,9 +37,19 @@
 		r_;                                                            \
 	})
 
-/* The next definition of name after ours (librdmacm's, libibverbs'),
- * looked up once into *slot; NULL: none (rsock.c). */
-void *sg_next_sym(void **slot, const char *name);
+/* The next definition of name after ours (librdmacm's, libibverbs',
+ * libc's), looked up once into *slot; NULL: none.  Every glue export that
+ * wraps a library function finds its real one here. */
+static inline void *sg_next_sym(void **slot, const char *name)
+{
+	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (!f) {
+		f = dlsym(RTLD_NEXT, name);
+		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
+	}
+	return f;
+}
 /* threads.c: find librdmacm's code once (GLUE start); then, without a
  * lock: is caller (a return address) code of librdmacm's? */
 void sg_threads_start(void);

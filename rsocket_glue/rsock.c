@@ -11,7 +11,6 @@
 #include "compat.h"
 #include "log.h"
 
-#include <dlfcn.h>
 #include <netinet/tcp.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
@@ -565,17 +564,6 @@ static void apply_ack_to(struct rdma_cm_id *id, int rs)
 
 /* librdmacm's connect and accept, both of this shape. */
 typedef int conn_fn(struct rdma_cm_id *, struct rdma_conn_param *);
-
-void *sg_next_sym(void **slot, const char *name)
-{
-	void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-
-	if (!f) {
-		f = dlsym(RTLD_NEXT, name);
-		__atomic_store_n(slot, f, __ATOMIC_RELEASE);
-	}
-	return f;
-}
 
 SHIM_EXPORT int rdma_connect(struct rdma_cm_id *id,
 			     struct rdma_conn_param *param)

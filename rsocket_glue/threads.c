@@ -83,8 +83,17 @@ bool sg_from_librdmacm(const void *caller)
 typedef int pc_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *),
 		  void *);
 
-SHIM_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr,
-			       void *(*fn)(void *), void *arg)
+/*
+ * Exported as pthread_create; its C name is its own, because the loader
+ * binds every pthread_create of the process to it -- the shim's own
+ * shim_spawn (base) included, which passes straight through: base calls
+ * libc's function, and only the loader puts this one in between.
+ */
+int sg_pthread_create(pthread_t *t, const pthread_attr_t *attr,
+		      void *(*fn)(void *), void *arg) __asm__("pthread_create");
+
+SHIM_EXPORT int sg_pthread_create(pthread_t *t, const pthread_attr_t *attr,
+				  void *(*fn)(void *), void *arg)
 {
 	static void *real;
 	pc_fn *f = (pc_fn *)sg_next_sym(&real, "pthread_create");
