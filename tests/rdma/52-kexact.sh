@@ -63,7 +63,9 @@
 #            connects to the listener under a 2 ms SA_RESTART timer all
 #            connect (the kernel restarts them)
 #   close-fds  20 connections (connect, an 8-byte echo, both ends closed):
-#            the fd count after each close is the one after the first
+#            the fd count after each close comes back (within 2 s: the
+#            shim's own fds of a closed connection go a little after
+#            close) to the one after the first
 #   poll-none  a connection whose peer closed (EOF read), watched with events
 #            0: poll and epoll_wait sleep their whole 0.5 s.  KNOWN: the
 #            shim's poll returns 0 at once (docs/limits.md, "Hang-ups")
