@@ -50,6 +50,8 @@ UNITS := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
 INJECTS := $(patsubst tests/inject/%.c,$(B)/tests/inject/%.so,$(wildcard tests/inject/*.c))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+# bench/costops.c a second time, written against rsockets (bench/cost-table)
+BENCHES += $(B)/bench/costops_rs
 TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
 .PHONY: all deps test-deps uninstall demo-full test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan deb
@@ -147,6 +149,10 @@ $(B)/tests/unit/test_%: tests/unit/test_%.c $$(call unit_obj,$$*) Makefile $(FLA
 $(B)/bench/%: bench/%.c Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -o $@ $< -lrdmacm -lpthread -lm
+
+$(B)/bench/costops_rs: bench/costops.c Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -DCOST_RS $(DEPFLAGS) -o $@ $< -lrdmacm -lpthread
 
 # ---- bench/grpc_raw: gRPC core C API bench (libgrpc-dev) --------------------
 GRPC_RAW := $(B)/bench/grpc_raw
