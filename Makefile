@@ -6,6 +6,7 @@
 #   make test       the whole suite: unit, host (passthrough), RDMA (soft-RoCE VM)
 #   make test SANITIZE=1   the same under ASan+UBSan
 #   make demo       the headline numbers in ~5 min (make demo-full: all of them)
+#   make cost       instructions and system calls per RDMA call, shim vs rsockets
 # Every target builds what it needs from a clean tree (tests/host/90-targets.sh).
 VERSION := 0.1.0
 PREFIX ?= /usr/local
@@ -59,7 +60,7 @@ BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 BENCHES += $(B)/bench/costops_rs
 TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
-.PHONY: all deps test-deps uninstall demo-full test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan deb
+.PHONY: all deps test-deps uninstall demo-full cost test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan deb
 
 # gRPC and cmocka are for the bench and the unit tests only: a plain `make`
 # builds the library, the CLI, the test programs and the other benches
@@ -348,6 +349,15 @@ demo-full: test-deps
 		echo "== make demo-full: the same over soft-iWARP (siw)"; \
 		bench/demo --no-build --link siw --out build/bench/siw --grpc-sizes "4K 1M" --idle-conns "" $(DEMO_FLAGS); \
 	fi
+
+# make cost: bench/cost-table -- user-space instructions (callgrind) and
+# system calls (strace) per RDMA send/recv/round trip/epoll_wait/poll, the
+# shim under a plain socket program against the same program written on
+# rsockets; the markdown table of docs/performance.md, in one VM boot.
+COST_FLAGS ?=
+cost: test-deps
+	$(MAKE) all
+	bench/cost-table --no-build $(COST_FLAGS)
 
 install: $(LIB)
 	install -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(notdir $(LIB))
