@@ -198,7 +198,7 @@ def main():
         print(f"| {label} | {fmt(si)} | {fmt(ri)} | {ratio} | {fmt(s.get('sys'), 2)} | {fmt(r.get('sys'), 2)} |")
     print()
     print("¹ raw rsockets has no epoll: its row is rpoll() over the same set of fds (timeout -1, one readable).")
-    print("² buffers of 16 KiB on every connection (ERDMA_SHIM_SNDBUF/RCVBUF for the shim, SO_SNDBUF/SO_RCVBUF for rsockets); system calls from valgrind's trace.")
+    print("² buffers of 16 KiB on every connection (ERDMA_SHIM_SNDBUF/RCVBUF for the shim, SO_SNDBUF/SO_RCVBUF for rsockets); system calls from valgrind's trace; raw rsockets only with --raw-many.")
     print()
     print("Where the instructions go (per op; self cost by object: the shim, librdmacm's rsockets,")
     print("libibverbs + the rxe provider, libc, the program):")
