@@ -6,6 +6,7 @@
 #   make test       the whole suite: unit, host (passthrough), RDMA (soft-RoCE VM)
 #   make test SANITIZE=1   the same under ASan+UBSan
 #   make demo       the headline numbers in ~5 min (make demo-full: all of them)
+#   make cost       instructions and system calls per RDMA call, shim vs rsockets
 # Every target builds what it needs from a clean tree (tests/host/90-targets.sh).
 VERSION := 0.1.0
 PREFIX ?= /usr/local
@@ -29,7 +30,12 @@ ifeq ($(SANITIZE),1)
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 CFLAGS ?=
-LIB_CFLAGS := $(BASE_CFLAGS) -D_GNU_SOURCE $(SAN_FLAGS) -fPIC -fvisibility=hidden -Ipreload -Ipreload/base -Irsocket_glue $(CFLAGS)
+# initial-exec TLS: the library is loaded with the program (LD_PRELOAD, or
+# DT_NEEDED), never dlopen()ed, so its thread-locals sit in the static TLS
+# block and each access is one %fs-relative load, not a __tls_get_addr call
+# (about 6 instructions, several per RDMA call: bench/cost-table).
+LIB_TLS := -ftls-model=initial-exec
+LIB_CFLAGS := $(BASE_CFLAGS) -D_GNU_SOURCE $(SAN_FLAGS) -fPIC -fvisibility=hidden $(LIB_TLS) -Ipreload -Ipreload/base -Irsocket_glue $(CFLAGS)
 LIB_LDFLAGS := -shared -Wl,--version-script=preload/liberdma_shim.map -Wl,-z,defs \
 	-Wl,-z,now -Wl,-soname,liberdma_shim.so $(SAN_FLAGS)
 LIB_LIBS := -lrdmacm -libverbs -ldl -lpthread
@@ -50,9 +56,11 @@ UNITS := $(patsubst tests/unit/%.c,$(B)/tests/unit/%,$(UNIT_SRC))
 INJECTS := $(patsubst tests/inject/%.c,$(B)/tests/inject/%.so,$(wildcard tests/inject/*.c))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+# bench/costops.c a second time, written against rsockets (bench/cost-table)
+BENCHES += $(B)/bench/costops_rs
 TOOL_CFLAGS := $(BASE_CFLAGS) $(SAN_FLAGS) $(CFLAGS)
 
-.PHONY: all deps test-deps uninstall demo-full test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan deb
+.PHONY: all deps test-deps uninstall demo-full cost test check check-unit check-host check-rdma check-rdma-prereqs demo install clean format format-check fuzz soak tsan asan deb
 
 # gRPC and cmocka are for the bench and the unit tests only: a plain `make`
 # builds the library, the CLI, the test programs and the other benches
@@ -147,6 +155,10 @@ $(B)/tests/unit/test_%: tests/unit/test_%.c $$(call unit_obj,$$*) Makefile $(FLA
 $(B)/bench/%: bench/%.c Makefile $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(TOOL_CFLAGS) $(DEPFLAGS) -o $@ $< -lrdmacm -lpthread -lm
+
+$(B)/bench/costops_rs: bench/costops.c Makefile $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(TOOL_CFLAGS) -DCOST_RS $(DEPFLAGS) -o $@ $< -lrdmacm -lpthread
 
 # ---- bench/grpc_raw: gRPC core C API bench (libgrpc-dev) --------------------
 GRPC_RAW := $(B)/bench/grpc_raw
@@ -337,6 +349,15 @@ demo-full: test-deps
 		echo "== make demo-full: the same over soft-iWARP (siw)"; \
 		bench/demo --no-build --link siw --out build/bench/siw --grpc-sizes "4K 1M" --idle-conns "" $(DEMO_FLAGS); \
 	fi
+
+# make cost: bench/cost-table -- user-space instructions (callgrind) and
+# system calls (strace) per RDMA send/recv/round trip/epoll_wait/poll, the
+# shim under a plain socket program against the same program written on
+# rsockets; the markdown table of docs/performance.md, in one VM boot.
+COST_FLAGS ?=
+cost: test-deps
+	$(MAKE) all
+	bench/cost-table --no-build $(COST_FLAGS)
 
 install: $(LIB)
 	install -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(notdir $(LIB))

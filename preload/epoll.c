@@ -1689,7 +1689,7 @@ static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 
 	/* The kernel's and rsockets' zero-timeout looks under the lock are
 	 * cancellation points: a cancel here would leave the lock held. */
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	shim_nocancel_enter(&cs);
 	pthread_mutex_lock(&set->lock);
 	set->stamp++;
 	drain_chan(set);
@@ -1717,7 +1717,7 @@ static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 		}
 	}
 	pthread_mutex_unlock(&set->lock);
-	pthread_setcancelstate(cs, NULL);
+	shim_nocancel_leave(cs);
 	scan_done(&sc);
 	return out;
 }

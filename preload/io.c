@@ -414,6 +414,7 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 	struct iovec v[64];
 	size_t sent = 0, want = 0;
 	int64_t deadline = 0;
+	bool looked = false;
 	int i = 0;
 	size_t off = 0;
 
@@ -433,23 +434,6 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		return 0;
 	if (__atomic_load_n(&s->reset, __ATOMIC_ACQUIRE))
 		return broken_pipe_reset(s, flags);
-	/* rsockets accepts sends into its buffer long after the peer has
-	 * gone (until credits run out): ask first, so that what follows is
-	 * TCP's answer, not bytes queued for nobody. */
-	{
-		struct pollfd p = {.fd = s->rs, .events = POLLOUT};
-
-		if (sg_poll(&p, 1, 0) > 0 &&
-		    (p.revents & (POLLHUP | POLLERR))) {
-			/* shut both ways by another thread since the check
-			 * above: that HUP is ours, not the peer's end */
-			if (s->wr_shut)
-				return broken_pipe(flags);
-			if ((p.revents & POLLERR) && shim_rdma_timed_out(s))
-				return broken_pipe_reset(s, flags);
-			return past_end(s, want, p.revents, flags);
-		}
-	}
 
 	while (sent < want) {
 		int n = 0;
@@ -474,7 +458,28 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			v[n].iov_len = iov[k].iov_len - o;
 			n++;
 		}
-		r = sg_sendv(s->rs, v, n, MSG_DONTWAIT);
+		/* rsockets accepts sends into its buffer long after the peer
+		 * has gone (until credits run out): the first send looks
+		 * first (in the same library call), so that what follows is
+		 * TCP's answer, not bytes queued for nobody. */
+		if (!looked) {
+			short rev;
+
+			looked = true;
+			r = sg_sendv_look(s->rs, v, n, MSG_DONTWAIT, &rev);
+			if (rev & (POLLHUP | POLLERR)) {
+				/* shut both ways by another thread since the
+				 * check above: that HUP is ours, not the
+				 * peer's end */
+				if (s->wr_shut)
+					return broken_pipe(flags);
+				if ((rev & POLLERR) && shim_rdma_timed_out(s))
+					return broken_pipe_reset(s, flags);
+				return past_end(s, want, rev, flags);
+			}
+		} else {
+			r = sg_sendv(s->rs, v, n, MSG_DONTWAIT);
+		}
 		if (r > 0) {
 			sent += (size_t)r;
 			/* advance (i, off) by r bytes */

@@ -106,6 +106,11 @@ int sg_getsockname(int rs, struct sockaddr *addr, socklen_t *len);
 ssize_t sg_recv(int rs, void *buf, size_t len, int flags);
 ssize_t sg_send(int rs, const void *buf, size_t len, int flags);
 ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags);
+/* sg_sendv after a look at rs (rpoll): when that shows HUP or ERR (in
+ * *rev, with the shim's own gone and shut bits), nothing is sent and 0 is
+ * returned.  One library call for both. */
+ssize_t sg_sendv_look(int rs, const struct iovec *iov, int iovcnt, int flags,
+		      short *rev);
 
 /* rpoll over a mix of rsockets and kernel fds; timeout 0 or -1 only. */
 int sg_poll(struct pollfd *fds, nfds_t nfds, int timeout_ms);

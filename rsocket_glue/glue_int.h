@@ -20,19 +20,23 @@
  * sleep, rpoll(0) sending credits) left them held, and the connection's
  * close could no longer send its end: its peer never saw it (kexact's
  * cancel-wait over siw).  The shim's own waits are the cancellation
- * points (sleep.c).
+ * points (sleep.c).  Inside a stretch of the shim's that has it disabled
+ * (shim_nocancel_enter) the pair is left out.
  */
 #define LIB_CALL(expr)                                                         \
 	({                                                                     \
 		long r_;                                                       \
-		int cs_;                                                       \
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs_);          \
+		int cs_ = 0;                                                   \
+		bool own_ = !shim_nocancel; /* else disabled already */        \
+		if (own_)                                                      \
+			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs_);  \
 		shim_enter_lib();                                              \
 		r_ = (long)(expr);                                             \
 		if (r_ < 0)                                                    \
 			r_ = -errno;                                           \
 		shim_leave_lib();                                              \
-		pthread_setcancelstate(cs_, NULL);                             \
+		if (own_)                                                      \
+			pthread_setcancelstate(cs_, NULL);                     \
 		shim_sig_run_if_free(); /* handlers that came inside it */     \
 		r_;                                                            \
 	})

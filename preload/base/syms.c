@@ -16,6 +16,7 @@ SHIM_SYMS(SHIM_DEFINE_REAL)
 #undef SHIM_DEFINE_REAL
 
 __thread int shim_lib_depth;
+__thread int shim_nocancel;
 __thread int *shim_pair_capture;
 __thread const sigset_t *shim_lib_sigmask;
 __thread bool shim_svc_guard;
