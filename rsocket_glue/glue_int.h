@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "base.h"
 #include "log.h"
@@ -54,6 +56,43 @@ static inline void *sg_next_sym(void **slot, const char *name)
 	}
 	return f;
 }
+
+/*
+ * LIB_CALL with the program's signals blocked (all but the synchronous
+ * ones, which must reach their handlers where they fault), for the calls
+ * that talk to one of rsockets' service threads -- rlisten, raccept,
+ * rconnect, rclose, rshutdown, and rsetsockopt's keepalive (rdma-core 44:
+ * rs_notify_svc) -- or wait inside librdmacm for a completion (rshutdown).
+ * Both are a single read() that rdma-core never retries on EINTR
+ * (rsocket.c's read_all, "FIXME ... needs to handle EINTR"; rs_get_cq_event
+ * gives up on it).  A program signal without SA_RESTART on such a thread
+ * -- a timer taken while the program waits in poll, where the door opens
+ * (issue 42's integrity workload: SIGALRM every 3 ms) -- made rlisten's
+ * read of the listen service's answer fail before the service had taken
+ * the listener: rs_notify_svc then found no socket registered and joined
+ * the service thread, which had taken it meanwhile and never exits.  The
+ * listener's first poll waited for good, holding rsockets' service mutex
+ * and svc_mu (every connect of the process then waited out its timeout
+ * in rsockets' poll gate, EBUSY); when the service was quicker, rlisten
+ * failed with the listener left in the service (freed by the close that
+ * followed), and its answer, left unread, was the next call's.
+ * rshutdown's wait for a send credit, cut short, skipped its shutdown
+ * message: the peer never saw EOF.  The program loses nothing: its
+ * handlers would wait for the call's end anyway (base/sigdefer.c), and a
+ * signal blocked here is taken by another thread or when the call ends.
+ */
+#define LIB_CALL_QUIET(expr)                                                   \
+	({                                                                     \
+		sigset_t qo_;                                                  \
+		long q_;                                                       \
+		sg_sig_quiet(&qo_);                                            \
+		q_ = LIB_CALL(expr);                                           \
+		pthread_sigmask(SIG_SETMASK, &qo_, NULL);                      \
+		q_;                                                            \
+	})
+/* threads.c: block every signal but the synchronous ones; *old: the mask
+ * to restore. */
+void sg_sig_quiet(sigset_t *old);
 /* threads.c: find librdmacm's code once (GLUE start); then, without a
  * lock: is caller (a return address) code of librdmacm's? */
 void sg_threads_start(void);
