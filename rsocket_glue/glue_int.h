@@ -73,13 +73,15 @@ static inline void *sg_next_sym(void **slot, const char *name)
  * the service thread, which had taken it meanwhile and never exits.  The
  * listener's first poll waited for good, holding rsockets' service mutex
  * and svc_mu (every connect of the process then waited out its timeout
- * in rsockets' poll gate, EBUSY); when the service was quicker, rlisten
- * failed with the listener left in the service (freed by the close that
- * followed), and its answer, left unread, was the next call's.
- * rshutdown's wait for a send credit, cut short, skipped its shutdown
- * message: the peer never saw EOF.  The program loses nothing: its
- * handlers would wait for the call's end anyway (base/sigdefer.c), and a
- * signal blocked here is taken by another thread or when the call ends.
+ * in rsockets' poll gate, EBUSY; bed stacks, tests/rdma/68-integrity.sh).
+ * By the code, the other outcomes are as bad: when the service answers
+ * first, rlisten fails with the listener left in the service (freed by
+ * the close that follows) and its answer unread (the next call's), and
+ * an rshutdown whose wait for a send credit is cut short skips its
+ * shutdown message (the peer never sees EOF).  The program loses
+ * nothing: its handlers would wait for the call's end anyway
+ * (base/sigdefer.c), and a signal blocked here is taken by another
+ * thread or when the call ends.
  */
 #define LIB_CALL_QUIET(expr)                                                   \
 	({                                                                     \
