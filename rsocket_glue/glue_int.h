@@ -58,8 +58,8 @@ static inline void *sg_next_sym(void **slot, const char *name)
 }
 
 /*
- * LIB_CALL with the program's signals blocked (all but the synchronous
- * ones, which must reach their handlers where they fault), for the calls
+ * LIB_CALL with the signals the program catches blocked (but the faults,
+ * which must reach their handlers where they fault), for the calls
  * that talk to one of rsockets' service threads -- rlisten, raccept,
  * rconnect, rclose, rshutdown, and rsetsockopt's keepalive (rdma-core 44:
  * rs_notify_svc) -- or wait inside librdmacm for a completion (rshutdown).
@@ -87,14 +87,17 @@ static inline void *sg_next_sym(void **slot, const char *name)
 	({                                                                     \
 		sigset_t qo_;                                                  \
 		long q_;                                                       \
-		sg_sig_quiet(&qo_);                                            \
+		bool qb_ = sg_sig_quiet(&qo_);                                 \
 		q_ = LIB_CALL(expr);                                           \
-		pthread_sigmask(SIG_SETMASK, &qo_, NULL);                      \
+		if (qb_)                                                       \
+			pthread_sigmask(SIG_SETMASK, &qo_, NULL);              \
 		q_;                                                            \
 	})
-/* threads.c: block every signal but the synchronous ones; *old: the mask
- * to restore. */
-void sg_sig_quiet(sigset_t *old);
+/* threads.c: block the signals the program catches (the others end no
+ * system call: a default action kills or stops the process, as before);
+ * false: none, nothing to restore.  *old: the mask to restore. */
+bool sg_sig_quiet(sigset_t *old);
+
 /* threads.c: find librdmacm's code once (GLUE start); then, without a
  * lock: is caller (a return address) code of librdmacm's? */
 void sg_threads_start(void);

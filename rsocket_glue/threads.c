@@ -80,16 +80,14 @@ bool sg_from_librdmacm(const void *caller)
 	return a < hi && a >= __atomic_load_n(&text_lo, __ATOMIC_RELAXED);
 }
 
-void sg_sig_quiet(sigset_t *old)
+bool sg_sig_quiet(sigset_t *old)
 {
-	static const int sync_sigs[] = {SIGSEGV, SIGBUS,  SIGFPE,
-					SIGILL,	 SIGTRAP, SIGSYS};
 	sigset_t m;
 
-	sigfillset(&m);
-	for (size_t i = 0; i < ARRAY_SIZE(sync_sigs); i++)
-		sigdelset(&m, sync_sigs[i]);
-	pthread_sigmask(SIG_SETMASK, &m, old);
+	if (!shim_sig_caught(&m))
+		return false; /* nothing the program catches: no EINTR */
+	pthread_sigmask(SIG_BLOCK, &m, old);
+	return true;
 }
 
 typedef int pc_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *),
