@@ -79,19 +79,24 @@ static inline void *sg_next_sym(void **slot, const char *name)
  * the close that follows) and its answer unread (the next call's), and
  * an rshutdown whose wait for a send credit is cut short skips its
  * shutdown message (the peer never sees EOF).  The program loses
- * nothing: its handlers would wait for the call's end anyway
- * (base/sigdefer.c), and a signal blocked here is taken by another
- * thread or when the call ends.
+ * nothing: its handlers wait for the call's end anyway (base/sigdefer.c):
+ * the mask comes back before the call leaves librdmacm, so a signal that
+ * waited meanwhile is queued there and runs where any other would; a
+ * process-directed one may go to another thread instead.
  */
 #define LIB_CALL_QUIET(expr)                                                   \
 	({                                                                     \
 		sigset_t qo_;                                                  \
-		long q_;                                                       \
 		bool qb_ = sg_sig_quiet(&qo_);                                 \
-		q_ = LIB_CALL(expr);                                           \
-		if (qb_)                                                       \
-			pthread_sigmask(SIG_SETMASK, &qo_, NULL);              \
-		q_;                                                            \
+		/* unblocked while still inside: one that waited is queued */  \
+		LIB_CALL(({                                                    \
+			long qr_ = (long)(expr);                               \
+			int qe_ = errno;                                       \
+			if (qb_)                                               \
+				pthread_sigmask(SIG_SETMASK, &qo_, NULL);      \
+			errno = qe_;                                           \
+			qr_;                                                   \
+		}));                                                           \
 	})
 /* threads.c: block the signals the program catches (the others end no
  * system call: a default action kills or stops the process, as before);
