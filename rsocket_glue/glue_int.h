@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include "base.h"
 #include "log.h"
@@ -54,6 +56,53 @@ static inline void *sg_next_sym(void **slot, const char *name)
 	}
 	return f;
 }
+
+/*
+ * LIB_CALL with the signals the program catches blocked (but the faults,
+ * which must reach their handlers where they fault), for the calls
+ * that talk to one of rsockets' service threads -- rlisten, raccept,
+ * rconnect, rclose, rshutdown, and rsetsockopt's keepalive (rdma-core 44:
+ * rs_notify_svc) -- or wait inside librdmacm for a completion (rshutdown).
+ * Both are a single read() that rdma-core never retries on EINTR
+ * (rsocket.c's read_all, "FIXME ... needs to handle EINTR"; rs_get_cq_event
+ * gives up on it).  A program signal without SA_RESTART on such a thread
+ * -- a timer taken while the program waits in poll, where the door opens
+ * (issue 42's integrity workload: SIGALRM every 3 ms) -- made rlisten's
+ * read of the listen service's answer fail before the service had taken
+ * the listener: rs_notify_svc then found no socket registered and joined
+ * the service thread, which had taken it meanwhile and never exits.  The
+ * listener's first poll waited for good, holding rsockets' service mutex
+ * and svc_mu (every connect of the process then waited out its timeout
+ * in rsockets' poll gate, EBUSY; bed stacks, tests/rdma/68-integrity.sh).
+ * By the code, the other outcomes are as bad: when the service answers
+ * first, rlisten fails with the listener left in the service (freed by
+ * the close that follows) and its answer unread (the next call's), and
+ * an rshutdown whose wait for a send credit is cut short skips its
+ * shutdown message (the peer never sees EOF).  The program loses
+ * nothing: its handlers wait for the call's end anyway (base/sigdefer.c):
+ * the mask comes back before the call leaves librdmacm, so a signal that
+ * waited meanwhile is queued there and runs where any other would; a
+ * process-directed one may go to another thread instead.
+ */
+#define LIB_CALL_QUIET(expr)                                                   \
+	({                                                                     \
+		sigset_t qo_;                                                  \
+		bool qb_ = sg_sig_quiet(&qo_);                                 \
+		/* unblocked while still inside: one that waited is queued */  \
+		LIB_CALL(({                                                    \
+			long qr_ = (long)(expr);                               \
+			int qe_ = errno;                                       \
+			if (qb_)                                               \
+				pthread_sigmask(SIG_SETMASK, &qo_, NULL);      \
+			errno = qe_;                                           \
+			qr_;                                                   \
+		}));                                                           \
+	})
+/* threads.c: block the signals the program catches (the others end no
+ * system call: a default action kills or stops the process, as before);
+ * false: none, nothing to restore.  *old: the mask to restore. */
+bool sg_sig_quiet(sigset_t *old);
+
 /* threads.c: find librdmacm's code once (GLUE start); then, without a
  * lock: is caller (a return address) code of librdmacm's? */
 void sg_threads_start(void);

@@ -71,20 +71,14 @@ int sg_apply_tunables(int rs, const struct shim_config *c,
  * that is gone never acknowledges it, and once the QP's transport retries
  * are spent the connection is in error: readers and writers wake with it.
  * TCP_KEEPINTVL/TCP_KEEPCNT have no counterpart (the retries are the
- * fabric's, see rdma_connect in rsock.c).  rsetsockopt starts that thread
- * on the first such connection, and it inherits the caller's signal mask:
- * it must take none of the program's signals.
+ * fabric's, see rdma_connect in rsock.c).  SO_KEEPALIVE and TCP_KEEPIDLE
+ * talk to that thread (and the first starts it): LIB_CALL_QUIET.
  */
 int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len)
 {
-	sigset_t all, old;
-	int r;
-
-	if (level != SOL_SOCKET || name != SO_KEEPALIVE)
-		return (int)LIB_CALL(rsetsockopt(rs, level, name, val, len));
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = (int)LIB_CALL(rsetsockopt(rs, level, name, val, len));
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return r;
+	if ((level == SOL_SOCKET && name == SO_KEEPALIVE) ||
+	    (level == IPPROTO_TCP && name == TCP_KEEPIDLE))
+		return (int)LIB_CALL_QUIET(
+		    rsetsockopt(rs, level, name, val, len));
+	return (int)LIB_CALL(rsetsockopt(rs, level, name, val, len));
 }

@@ -268,7 +268,7 @@ static int connect_start(const struct sockaddr *dst, socklen_t len,
 		(void)sg_apply_keepalive(rs, bufs);
 	if (*r == 0) {
 		shim_svc_guard = true;
-		*r = (int)LIB_CALL(rconnect(rs, dst, len));
+		*r = (int)LIB_CALL_QUIET(rconnect(rs, dst, len));
 		shim_svc_guard = false;
 		/* A signal handler (a profiling timer, say) says nothing
 		 * about the peer: the rendezvous goes on within its time. */
@@ -745,7 +745,7 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 				 __ATOMIC_RELAXED);
 		pthread_mutex_lock(&svc_mu);
 		shim_pair_capture = &qfd;
-		r = (int)LIB_CALL(rlisten(rs, backlog));
+		r = (int)LIB_CALL_QUIET(rlisten(rs, backlog));
 		shim_pair_capture = NULL;
 		if (r == 0)
 			listening[rs] = 1; /* even if we close it below */
@@ -768,7 +768,7 @@ int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len)
 	int rs;
 
 	shim_svc_guard = true;
-	rs = (int)LIB_CALL(raccept(lrs, peer, len));
+	rs = (int)LIB_CALL_QUIET(raccept(lrs, peer, len));
 	shim_svc_guard = false;
 
 	if (rs == -EWOULDBLOCK)
@@ -833,7 +833,7 @@ static int rclose_locked(int rs)
 		pthread_mutex_lock(&svc_mu);
 		listening[rs] = 0; /* before rclose frees the number */
 	}
-	r = (int)LIB_CALL(rclose(rs));
+	r = (int)LIB_CALL_QUIET(rclose(rs));
 	if (lsn)
 		pthread_mutex_unlock(&svc_mu);
 	cq_wait_ok = was;
@@ -858,7 +858,7 @@ int sg_shutdown(int rs, int how)
 	}
 	was = cq_wait_ok;
 	cq_wait_ok = true; /* its wait for the sends (ibv_get_cq_event) */
-	r = (int)LIB_CALL(rshutdown(rs, how));
+	r = (int)LIB_CALL_QUIET(rshutdown(rs, how));
 	cq_wait_ok = was;
 	if (mark)
 		mark_down(&shutting[rs]);

@@ -80,6 +80,16 @@ bool sg_from_librdmacm(const void *caller)
 	return a < hi && a >= __atomic_load_n(&text_lo, __ATOMIC_RELAXED);
 }
 
+bool sg_sig_quiet(sigset_t *old)
+{
+	sigset_t m;
+
+	if (!shim_sig_caught(&m))
+		return false; /* nothing the program catches: no EINTR */
+	pthread_sigmask(SIG_BLOCK, &m, old);
+	return true;
+}
+
 typedef int pc_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *),
 		  void *);
 

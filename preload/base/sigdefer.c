@@ -86,6 +86,28 @@ static bool is_handler(const struct sigaction *a)
 	return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
 }
 
+/* The signals the program catches through the trampoline, faults aside:
+ * those whose delivery can end a system call with EINTR.  false: none. */
+bool shim_sig_caught(sigset_t *set)
+{
+	struct sigaction a;
+	bool any = false;
+
+	sigemptyset(set);
+	for (int sig = 1; sig < NSIG; sig++) {
+		/* never written: no handler of the program's, no read */
+		if (!__atomic_load_n(&seq[sig], __ATOMIC_RELAXED) ||
+		    !wrappable(sig))
+			continue;
+		prog_read(sig, &a);
+		if (is_handler(&a)) {
+			sigaddset(set, sig);
+			any = true;
+		}
+	}
+	return any;
+}
+
 /*
  * The handler runs as if outside the shim: a call it makes into the shim
  * is a call of its own (no edge of ours above it, not in our sleep), and

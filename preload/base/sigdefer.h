@@ -44,6 +44,9 @@ extern __thread struct shim_sigdefer shim_sigd SHIM_HIDDEN;
  * shim's trampoline.  0 or -errno. */
 int shim_sig_action(int sig, const struct sigaction *act,
 		    struct sigaction *old);
+/* The signals the program has a handler for (through sigaction or
+ * signal), faults aside, in *set; false: none. */
+bool shim_sig_caught(sigset_t *set);
 /* Run the handlers waiting, as the kernel would have on delivery; false
  * when one of them had no SA_RESTART. */
 bool shim_sig_run(void);

@@ -3,10 +3,12 @@
  * integrity: a randomized echo workload whose transcript must be the same
  * over kernel TCP and under the shim (issue 42), every byte checked.
  *
- *   integrity ADDR SEED SESSIONS [PARALLEL]
+ *   integrity ADDR SEED SESSIONS [PARALLEL [ALARM_US]]
  *
  * One process listens on ADDR (port 0); PARALLEL client threads (default 3)
- * run SESSIONS sessions against it.  Each session's shape comes from SEED
+ * run SESSIONS sessions against it.  ALARM_US: the interval of SIGALRM
+ * (default 3000; shorter makes a signal inside any given system call of
+ * the program's threads more likely).  Each session's shape comes from SEED
  * and its number alone, so both runs do the same things:
  *   - the server serves it on a thread, or in a fork child while the parent
  *     closes its copy (PostgreSQL, sshd), and may fork a helper that exits
@@ -447,18 +449,21 @@ int main(int argc, char **argv)
 	pthread_t *ct;
 
 	if (argc < 4) {
-		fprintf(stderr,
-			"usage: integrity ADDR SEED SESSIONS [PARALLEL]\n");
+		fprintf(stderr, "usage: integrity ADDR SEED SESSIONS [PARALLEL "
+				"[ALARM_US]]\n");
 		return 2;
 	}
 	ours = true;
 	seed = strtoull(argv[2], NULL, 0);
 	nsess = atoi(argv[3]);
 	par = argc > 4 ? atoi(argv[4]) : 3;
+	it.it_interval.tv_usec = argc > 5 ? atoi(argv[5]) : 3000;
+	it.it_value = it.it_interval;
 	lines = calloc((size_t)nsess, sizeof(*lines));
 	addr.sin_family = AF_INET;
 	if (inet_pton(AF_INET, argv[1], &addr.sin_addr) != 1 || nsess < 1 ||
-	    par < 1 || pipe(results) < 0)
+	    par < 1 || it.it_interval.tv_usec < 1 ||
+	    it.it_interval.tv_usec > 999999 || pipe(results) < 0)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&sa.sa_mask);
