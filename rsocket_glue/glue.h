@@ -75,9 +75,23 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 	       const struct sg_sockopts *bufs);
 
 /* Server: an rsocket listening on addr (port already offset); non-blocking.
- * Accepted rsockets inherit its buffer sizes. */
+ * Accepted rsockets inherit its buffer sizes.  twin_fd >= 0: the port's
+ * reservation (twin.c), let go of just before the bind. */
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
-	      const struct sg_sockopts *bufs);
+	      const struct sg_sockopts *bufs, int twin_fd, uint32_t twin_id);
+
+/*
+ * twin.c: the door's port reserved from listen() until the door opens.
+ * sg_twin_reserve: an rdma_cm id bound to addr (the door's address), on a
+ * close-on-exec file of its own: 0 and *fd, *id, or -errno.  sg_twin_free:
+ * the id taken from that file (any process that has it: a fork copy will
+ * do) and destroyed; -ENOENT if a sibling took it first.  sg_twin_close:
+ * this process's copy of the file closed (the id goes with the last one).
+ */
+int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, int *fd,
+		    uint32_t *id);
+int sg_twin_free(int fd, uint32_t id);
+void sg_twin_close(int fd);
 
 /* A pending connection on a listening rsocket, or -EAGAIN.  Blocking mode. */
 int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len);

@@ -724,7 +724,7 @@ static void listen_unlock(int fd)
 }
 
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
-	      const struct sg_sockopts *bufs)
+	      const struct sg_sockopts *bufs, int twin_fd, uint32_t twin_id)
 {
 	int rs, r, one = 1, qfd = -1, lk = -1;
 
@@ -747,6 +747,10 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 					      &one, sizeof(one)));
 	if (r == 0) {
 		lk = listen_lock();
+		/* the reservation goes just before the bind: the rsocket's
+		 * id is made, nothing else runs between (twin.c) */
+		if (twin_fd >= 0)
+			(void)sg_twin_free(twin_fd, twin_id);
 		r = (int)LIB_CALL(rbind(rs, addr, len));
 	}
 	if (r == 0) {

@@ -27,6 +27,9 @@
  *       --accept-after FILE  server: after listen() poll the listener
  *                        once, print "waiting", and accept only once FILE
  *                        exists (<= 60 s)
+ *       --wait-after FILE  server: after listen() (and "ready") neither
+ *                        poll nor accept until FILE exists (<= 60 s): the
+ *                        shim's RDMA listener is not open meanwhile
  *
  * Per connection the client sends a header {size, seed, dir}; data is a
  * xorshift stream from the seed; each side checks the FNV-1a of what it
@@ -410,7 +413,7 @@ static int report(struct conn *cs, int n, const char *who)
 }
 
 static int backlog = 128;
-static const char *guard, *guard_late, *accept_after;
+static const char *guard, *guard_late, *accept_after, *wait_after;
 
 /* --guard: 0, or -1 and errno */
 static int set_guard(int fd, const char *g)
@@ -469,6 +472,8 @@ static int server(const char *addr, const char *port)
 			 ? ((struct sockaddr_in *)&ss)->sin_port
 			 : ((struct sockaddr_in6 *)&ss)->sin6_port));
 	fflush(stdout);
+	if (wait_after)
+		wait_file(wait_after);
 	if (accept_after) {
 		printf("waiting\n");
 		fflush(stdout);
@@ -611,6 +616,8 @@ int main(int argc, char **argv)
 			guard_late = v, i++;
 		else if (!strcmp(o, "--accept-after"))
 			accept_after = v, i++;
+		else if (!strcmp(o, "--wait-after"))
+			wait_after = v, i++;
 		else if (!strcmp(o, "--timing"))
 			timing = 1;
 		else if (!strcmp(o, "--hold"))
