@@ -18,7 +18,8 @@
  *       --timing         print each connect()'s duration on stderr
  *       --bind ADDR      client: bind each socket to ADDR (port 0) first
  *       --backlog N      server: listen(N) (128)
- *       --guard G        server: before listen(), protect the listener:
+ *       --guard G        server: before listen(), protect the listener;
+ *                        client: each socket before its connect():
  *                        G = filter (an accept-all classic BPF filter) or
  *                        dev:NAME (SO_BINDTODEVICE)
  *       --guard-late G   server: the same after listen() and a poll of
@@ -537,6 +538,8 @@ static int client(const char *addr, const char *port)
 			if (bind(fd, (struct sockaddr *)&bs, blen) < 0)
 				tl_die("bind");
 		}
+		if (guard && set_guard(fd, guard) < 0)
+			tl_die("--guard");
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
 			struct pollfd p = {.fd = fd, .events = POLLOUT};

@@ -9,6 +9,8 @@
 #             fall back to TCP (no QP in either process, every byte
 #             checked); under ERDMA_SHIM=require the client's connect is
 #             refused (README).  A control without the option is on RDMA.
+#             A client with a socket filter or SO_BINDTODEVICE set before
+#             connect() stays on TCP (no QP on either end), with one line.
 #   backlog   a listener (backlog 2) that does not accept yet, 6 clients one
 #             after the other: 3 (backlog + 1, the kernel's accept queue)
 #             are completed over RDMA and hold QPs on the server, the other
@@ -76,6 +78,18 @@ grep -q 'listening on TCP and RDMA' "$WORK/filter-late/server" ||
 grep -q 'SO_ATTACH_FILTER set on the listener: its RDMA listener is closed' "$WORK/filter-late/server" ||
 	fail "filter after listen: no log line"
 echo "PASS SO_ATTACH_FILTER after listen(): the open RDMA listener closed, the client on TCP, every byte checked"
+
+# Clients: the same options set before connect() keep the client's
+# connections on TCP (to a listener with its RDMA listener open: the
+# control above), with one info line.
+for g in filter dev:v1; do
+	n=client-${g%%:*}
+	q=$(held_pair "$n" "$S" "$S" "" --bind "$IP1" --guard "$g")
+	[ "$q" = "0 0" ] || fail "client with --guard $g: QPs $q (its connections went over RDMA)"
+	grep -qE 'TCP \((SO_ATTACH_FILTER|SO_BINDTODEVICE) set on the socket: RDMA would bypass it\)' "$WORK/$n/client" ||
+		fail "client with --guard $g: no info line: $(grep erdma "$WORK/$n/client" | tail -n 5)"
+	echo "PASS client with $g set before connect(): its 2 connections on TCP (no QP on either end), every byte checked"
+done
 
 d=$WORK/require
 mkdir -p "$d"
