@@ -175,6 +175,8 @@ int sg_listen_lock(void);
 
 /* Socket options, mapped onto what rsockets can honour (opts.c). */
 int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len);
+/* rs's receive buffer, bytes (the most that can be queued on it), or -1. */
+int sg_rcvbuf(int rs);
 /* Apply the ERDMA_SHIM_* tunables to a fresh rsocket (before connect/listen),
  * and the program's own buffer sizes where they are larger. */
 int sg_apply_tunables(int rs, const struct shim_config *c,
