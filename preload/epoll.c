@@ -1782,13 +1782,16 @@ static int wait_loop(struct shim_sock *es, struct epoll_event *evs, int max,
 static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		     int timeout, const sigset_t *mask)
 {
-	sigset_t old;
+	struct shim_wait_mask wm;
 	int r;
 
-	if (!mask || pthread_sigmask(SIG_BLOCK, mask, &old))
+	if (!shim_wait_mask_begin(&wm, mask))
 		return wait_loop(es, evs, max, timeout, mask);
+	/* cancelled: the wait's mask stays, as the kernel's (sigdefer.h) */
+	pthread_cleanup_push(shim_wait_mask_cancelled, &wm);
 	r = wait_loop(es, evs, max, timeout, mask);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_cleanup_pop(0);
+	pthread_sigmask(SIG_SETMASK, &wm.old, NULL);
 	return r;
 }
 
