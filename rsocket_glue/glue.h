@@ -168,10 +168,12 @@ int sg_arm_poll(struct pollfd *fds, nfds_t nfds);
 int sg_listen_pollfd(int lrs);
 
 /* listenlock.c: the user's listen lock, LOCK_EX, waited for at most
- * SG_LISTEN_LOCK_MS; its fd (close it to let go), or -errno (said in one
- * info line) and the caller goes on without. */
+ * SG_LISTEN_LOCK_MS; its fd (sg_listen_unlock lets go), or -errno (said in
+ * one info line) and the caller goes on without.  *held: the fd from its
+ * open to its close, -1 otherwise (what a fork child closes). */
 #define SG_LISTEN_LOCK_MS 1000
-int sg_listen_lock(void);
+int sg_listen_lock(int *held);
+void sg_listen_unlock(int fd, int *held);
 
 /* Socket options, mapped onto what rsockets can honour (opts.c). */
 int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len);

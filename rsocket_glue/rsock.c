@@ -711,16 +711,12 @@ int sg_listen_pollfd(int lrs)
 /* Around bind and listen: see listenlock.c. */
 static int listen_lock(void)
 {
-	int fd = sg_listen_lock();
-
-	__atomic_store_n(&listen_lock_held, fd, __ATOMIC_RELEASE);
-	return fd;
+	return sg_listen_lock(&listen_lock_held);
 }
 
 static void listen_unlock(int fd)
 {
-	__atomic_store_n(&listen_lock_held, -1, __ATOMIC_RELEASE);
-	REAL(close)(fd);
+	sg_listen_unlock(fd, &listen_lock_held);
 }
 
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
