@@ -38,6 +38,14 @@
 #include <unistd.h>
 
 #define UCMA_DEV "/dev/infiniband/rdma_cm"
+/*
+ * The reservation's file is told from another rdma_cm file at the same
+ * number (the program may close every fd, and librdmacm open one there,
+ * whose ids reuse numbers) by its F_SETSIG value, a property of the open
+ * file that fork copies share; it means nothing without O_ASYNC, which is
+ * never set here, and librdmacm never sets it.
+ */
+#define TWIN_MARK 61
 
 /* One command on an rdma_cm file: 0 or -errno. */
 static int ucma_cmd(int fd, unsigned int cmd, const void *in, size_t in_len,
@@ -70,6 +78,16 @@ static int ucma_open(void)
 	return fd < 0 ? -errno : fd;
 }
 
+/* Is fd still the reservation's file (or a fork's copy of it)? */
+static bool twin_file(int fd)
+{
+	struct stat sb, dev;
+
+	return fstat(fd, &sb) == 0 && S_ISCHR(sb.st_mode) &&
+	       REAL(fcntl)(fd, F_GETSIG) == TWIN_MARK &&
+	       stat(UCMA_DEV, &dev) == 0 && dev.st_rdev == sb.st_rdev;
+}
+
 int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, int *fdp,
 		    uint32_t *idp)
 {
@@ -85,8 +103,10 @@ int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, int *fdp,
 	fd = ucma_open();
 	if (fd < 0)
 		return fd;
-	r = ucma_cmd(fd, RDMA_USER_CM_CMD_CREATE_ID, &c, sizeof(c),
-		     sizeof(cresp));
+	r = REAL(fcntl)(fd, F_SETSIG, TWIN_MARK) < 0 ? -errno : 0;
+	if (r == 0)
+		r = ucma_cmd(fd, RDMA_USER_CM_CMD_CREATE_ID, &c, sizeof(c),
+			     sizeof(cresp));
 	if (r == 0) {
 		b.id = cresp.id;
 		b.addr_size = addr->sa_family == AF_INET
@@ -112,8 +132,11 @@ int sg_twin_free(int fd, uint32_t id)
 	    .response = (uintptr_t)&mresp, .id = id, .fd = (uint32_t)fd};
 	struct rdma_ucm_destroy_id d = {.response = (uintptr_t)&dresp,
 					.id = id};
-	int mine = ucma_open(), r;
+	int mine, r;
 
+	if (!twin_file(fd))
+		return -ENOENT; /* closed under us: the id went with it */
+	mine = ucma_open();
 	if (mine < 0)
 		return mine;
 	/* ENOENT: a sibling took it first (or it went with its file) */
@@ -131,11 +154,8 @@ int sg_twin_free(int fd, uint32_t id)
 
 void sg_twin_close(int fd)
 {
-	struct stat sb, dev;
-
-	/* Still the rdma_cm file we opened: the program may have closed
-	 * the number (a daemon closing every fd) and reused it. */
-	if (fstat(fd, &sb) == 0 && S_ISCHR(sb.st_mode) &&
-	    stat(UCMA_DEV, &dev) == 0 && dev.st_rdev == sb.st_rdev)
+	/* the program may have closed the number (a daemon closing every
+	 * fd) and something else have it now */
+	if (twin_file(fd))
 		REAL(close)(fd);
 }
