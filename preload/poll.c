@@ -363,8 +363,12 @@ static int poll_any(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		    const struct timespec *tmo, const sigset_t *mask)
 {
 	struct shim_wait_mask wm;
-	bool held = shim_wait_mask_begin(&wm, mask);
+	bool held;
 	int r;
+
+	if (mask) /* pending: the kernel's wait would never start */
+		pthread_testcancel();
+	held = shim_wait_mask_begin(&wm, mask);
 
 	shim_sig_edge_enter();
 	if (held) { /* the cleanup's frame only for a masked wait */

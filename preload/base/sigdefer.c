@@ -290,10 +290,7 @@ int shim_sig_poll(struct pollfd *p, nfds_t n, int timeout_ms)
 bool shim_wait_mask_begin(struct shim_wait_mask *w, const sigset_t *mask)
 {
 	w->mask = mask;
-	if (!mask)
-		return false;
-	pthread_testcancel(); /* pending: the kernel's wait never started */
-	return !pthread_sigmask(SIG_BLOCK, mask, &w->old);
+	return mask && !pthread_sigmask(SIG_BLOCK, mask, &w->old);
 }
 
 void shim_wait_mask_cancelled(void *arg)
