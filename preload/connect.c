@@ -422,11 +422,50 @@ static int connect_async(int fd, struct shim_sock *s,
  * (connect_wait). */
 #define CONNECT_WAIT 2
 
+/*
+ * A TCP-level protection set on a client socket before its connect (the
+ * options of shim_listen_guard: TCP-MD5 or TCP-AO keys, a socket filter,
+ * a device binding) holds on the kernel's connection only: over RDMA the
+ * bytes would go unsigned, unfiltered, on whatever device routes there.
+ * Such a connect is the kernel's, in every mode.  The name of the
+ * protection, or NULL; a device binding or classic filter the shim did not
+ * see set (an inherited socket) is read from the kernel.
+ */
+static const char *client_guard(int fd, struct shim_sock *s)
+{
+	const char *g = __atomic_load_n(&s->guard, __ATOMIC_ACQUIRE);
+
+	return g ? g : shim_kernel_guard(fd);
+}
+
+static int guarded_connect(int fd, const struct sockaddr_storage *dst,
+			   const struct sockaddr *addr, socklen_t len,
+			   const char *why)
+{
+	static bool said;
+	char abuf[64];
+	int r;
+
+	/* one info line per process; each connect's at debug */
+	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+		shim_info("fd %d -> %s: TCP (%s set on the socket: RDMA would "
+			  "bypass it)",
+			  fd, addr_str(dst, abuf, sizeof(abuf)), why);
+	else
+		shim_dbg("fd %d -> %s: TCP (%s set on the socket)", fd,
+			 addr_str(dst, abuf, sizeof(abuf)), why);
+	shim_fd_install(fd, NULL); /* a plain kernel socket from here on */
+	r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
+	if (r == 0 || r == -EINPROGRESS)
+		shim_stat_kernel(fd, ERDMA_PATH_TCP, why, EPERM, addr, len);
+	return r;
+}
+
 static int connect_slow(int fd, struct shim_sock *s,
 			const struct sockaddr *addr, socklen_t len)
 {
 	struct sockaddr_storage dst, ua;
-	const char *why = "";
+	const char *why = "", *guard;
 	socklen_t dlen;
 	int rs, r;
 
@@ -444,6 +483,9 @@ static int connect_slow(int fd, struct shim_sock *s,
 		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 
 	dlen = shim_addr_unmap(addr, len, &dst);
+	guard = client_guard(fd, s);
+	if (guard)
+		return guarded_connect(fd, &dst, addr, len, guard);
 	/* A blocking connect too: its caller waits for the rendezvous as
 	 * for a connect under way, where a signal ends the wait (the kernel's
 	 * EINTR), not the rendezvous, and a handler runs with nothing of the

@@ -1779,16 +1779,31 @@ static int wait_loop(struct shim_sock *es, struct epoll_event *evs, int max,
  * caller (EPOLL_WAIT_BODY) once the result is decided.  Two system calls,
  * only for a wait with a mask on a set with RDMA registrations.
  */
+static void es_put(void *es)
+{
+	shim_sock_put(es);
+}
+
 static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		     int timeout, const sigset_t *mask)
 {
-	sigset_t old;
+	struct shim_wait_mask wm;
 	int r;
 
-	if (!mask || pthread_sigmask(SIG_BLOCK, mask, &old))
+	if (mask) {
+		/* a cancel pending acts before the wait, as the kernel's
+		 * (which never starts); the caller's reference goes with it */
+		pthread_cleanup_push(es_put, es);
+		pthread_testcancel();
+		pthread_cleanup_pop(0);
+	}
+	if (!shim_wait_mask_begin(&wm, mask))
 		return wait_loop(es, evs, max, timeout, mask);
+	/* cancelled: the wait's mask stays, as the kernel's (sigdefer.h) */
+	pthread_cleanup_push(shim_wait_mask_cancelled, &wm);
 	r = wait_loop(es, evs, max, timeout, mask);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_cleanup_pop(0);
+	pthread_sigmask(SIG_SETMASK, &wm.old, NULL);
 	return r;
 }
 

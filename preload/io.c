@@ -231,20 +231,40 @@ static char *scratch(void);
  * is smaller unless ERDMA_SHIM_RCVBUF says otherwise). */
 #define TRUNC_PEEK_CAP (4u << 20)
 
+static ssize_t recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
+		     int flags, int64_t *deadline);
+
+/*
+ * A peek's sink: it must see what is queued all at once, so it is as large
+ * as the program asked -- but never larger than the connection's receive
+ * buffer (more can't be queued), so the peer's data can't make a call
+ * allocate more than the connection holds already; the thread's scratch
+ * when that is enough.
+ */
+static size_t peek_cap(struct shim_sock *s, size_t want)
+{
+	int rbuf = sg_rcvbuf(s->rs);
+	size_t cap = want < TRUNC_PEEK_CAP ? want : TRUNC_PEEK_CAP;
+
+	return rbuf > 0 && (size_t)rbuf < cap ? (size_t)rbuf : cap;
+}
+
 /*
  * MSG_TRUNC on TCP: up to want bytes are consumed (with MSG_PEEK: looked
  * at) and counted, never copied: the program's buffer may be NULL or
  * shorter than its length, and is not written.  Here they go through a
  * sink of the shim's: the thread's scratch (what lands there is thrown
  * away, so a handler's poll that reuses it meanwhile harms nothing), or
- * for a peek, which must see it all at once, a buffer of its size.
+ * for a peek larger than that, a buffer (peek_cap).  The pieces share one
+ * deadline: SO_RCVTIMEO bounds the call, as the kernel's.
  */
 static ssize_t recv_discard(struct shim_sock *s, size_t want, int flags)
 {
 	bool peek = flags & MSG_PEEK;
-	size_t cap = peek ? (want < TRUNC_PEEK_CAP ? want : TRUNC_PEEK_CAP)
-			  : ARRIVED_PEEK_CAP;
-	char *sink = peek ? malloc(cap) : scratch();
+	size_t cap = peek ? peek_cap(s, want) : ARRIVED_PEEK_CAP;
+	bool own = cap > ARRIVED_PEEK_CAP;
+	char *sink = own ? malloc(cap) : scratch();
+	int64_t deadline = 0;
 	size_t got = 0;
 	ssize_t r;
 
@@ -258,14 +278,14 @@ static ssize_t recv_discard(struct shim_sock *s, size_t want, int flags)
 
 		/* the first piece waits as the call would; the rest is what
 		 * is queued, unless MSG_WAITALL asks for all of it */
-		r = shim_rdma_recvv(s, &v, 1,
-				    got && !(flags & MSG_WAITALL)
-					? flags | MSG_DONTWAIT
-					: flags);
+		r = recvv(s, &v, 1,
+			  got && !(flags & MSG_WAITALL) ? flags | MSG_DONTWAIT
+							: flags,
+			  &deadline);
 		if (r > 0)
 			got += (size_t)r;
 	} while (r > 0 && !peek && got < want);
-	if (peek)
+	if (own)
 		free(sink);
 	return got ? (ssize_t)got : r;
 }
@@ -273,10 +293,18 @@ static ssize_t recv_discard(struct shim_sock *s, size_t want, int flags)
 ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			int flags)
 {
+	int64_t deadline = 0;
+
+	return recvv(s, iov, cnt, flags, &deadline);
+}
+
+/* deadline: SO_RCVTIMEO's end for this call, 0 until a wait sets it. */
+static ssize_t recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
+		     int flags, int64_t *deadline)
+{
 	bool dontwait = s->nonblock || (flags & MSG_DONTWAIT);
 	int rflags = MSG_DONTWAIT | (flags & MSG_PEEK);
 	size_t got = 0, want = 0;
-	int64_t deadline = 0;
 	int i = 0, pause_ms = 1;
 	size_t off = 0;
 
@@ -322,7 +350,7 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			if (!(flags & MSG_PEEK))
 				continue;
 			if (!(flags & MSG_WAITALL) || dontwait || got == want ||
-			    cnt != 1 || peek_pause(s, &pause_ms, &deadline) < 0)
+			    cnt != 1 || peek_pause(s, &pause_ms, deadline) < 0)
 				break;
 			got = 0, off = 0;
 			continue;
@@ -348,7 +376,7 @@ ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		/* shut for reading meanwhile (another thread): no waiting */
 		if (dontwait || s->rd_shut)
 			return got ? (ssize_t)got : s->rd_shut ? 0 : -EAGAIN;
-		r = wait_for(s, POLLIN, &s->rcvtimeo, &deadline);
+		r = wait_for(s, POLLIN, &s->rcvtimeo, deadline);
 		if (r < 0)
 			return got ? (ssize_t)got : r;
 	}

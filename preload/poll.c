@@ -345,26 +345,40 @@ static bool any_epoll_emul(const struct pollfd *fds, nfds_t nfds)
 	return false;
 }
 
+static int poll_pick(struct pollfd *fds, nfds_t nfds, int timeout_ms,
+		     const struct timespec *tmo, const sigset_t *mask)
+{
+	if (any_epoll_emul(fds, nfds))
+		return poll_epolls(fds, nfds, timeout_ms, mask);
+	return poll_slow(fds, nfds, timeout_ms, tmo, mask);
+}
+
 /* A handler of a signal that ended the sleep runs here, once the
  * references to the polled sockets are given back (base/sigdefer.c); poll
  * and select are never restarted.  What a ppoll/pselect mask blocks stays
  * blocked for the whole call, not only in its sleeps, as in the kernel
- * (see epoll.c, wait_slow). */
+ * (see epoll.c, wait_slow); cancelled, the wait's mask stays
+ * (shim_wait_mask_cancelled). */
 static int poll_any(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		    const struct timespec *tmo, const sigset_t *mask)
 {
+	struct shim_wait_mask wm;
 	bool held;
-	sigset_t old;
 	int r;
 
+	if (mask) /* pending: the kernel's wait would never start */
+		pthread_testcancel();
+	held = shim_wait_mask_begin(&wm, mask);
+
 	shim_sig_edge_enter();
-	held = mask && !pthread_sigmask(SIG_BLOCK, mask, &old);
-	if (any_epoll_emul(fds, nfds))
-		r = poll_epolls(fds, nfds, timeout_ms, mask);
-	else
-		r = poll_slow(fds, nfds, timeout_ms, tmo, mask);
-	if (held)
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (held) { /* the cleanup's frame only for a masked wait */
+		pthread_cleanup_push(shim_wait_mask_cancelled, &wm);
+		r = poll_pick(fds, nfds, timeout_ms, tmo, mask);
+		pthread_cleanup_pop(0);
+		pthread_sigmask(SIG_SETMASK, &wm.old, NULL);
+	} else {
+		r = poll_pick(fds, nfds, timeout_ms, tmo, mask);
+	}
 	if (shim_sig_edge_leave())
 		shim_sig_run();
 	return r;

@@ -63,6 +63,11 @@ struct shim_sock {
 	int door;	/* atomic: SHIM_DOOR_* */
 	int door_users; /* atomic: threads inside a raccept on it */
 	int backlog;	/* the program's */
+	/* The door's port reserved since listen(), until a door opens
+	 * (rsocket_glue/twin.c): this process's copy of the reservation's
+	 * file + 1 (0: none), and the id in it. */
+	int twin;
+	uint32_t twin_id;
 	/* atomic: the name of a TCP-level protection set on it (TCP-MD5,
 	 * a socket filter, SO_BINDTODEVICE...): a listener with one opens
 	 * no RDMA door (socket.c, shim_listen_guard); NULL: none */

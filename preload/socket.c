@@ -235,6 +235,38 @@ static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
 	return 0;
 }
 
+/*
+ * The twin reservation (rsocket_glue/twin.c): from listen() until a door
+ * opens -- in this process or in a fork sibling that shares the listener
+ * -- an rdma_cm id holds the door's port, so that no other user can bind
+ * it in between.  twin_drop: this process's copy of it closed.
+ */
+static void twin_reserve(struct shim_sock *s, const struct sockaddr *laddr,
+			 socklen_t alen)
+{
+	int fd, r;
+
+	if (s->twin)
+		return; /* listen() again: the one from the first */
+	r = sg_twin_reserve(laddr, alen, &fd, &s->twin_id);
+	if (r < 0) {
+		/* taken already (door_taken will name the holder), or no
+		 * rdma_cm here: the door opens as it would without */
+		shim_dbg("fd %d: RDMA port %u not reserved (%s)", s->lfd,
+			 shim_addr_port(laddr), strerror(-r));
+		return;
+	}
+	s->twin = fd + 1;
+}
+
+static void twin_drop(struct shim_sock *s)
+{
+	if (s->twin) {
+		sg_twin_close(s->twin - 1);
+		s->twin = 0;
+	}
+}
+
 /* The rsocket listener for s, or -errno. */
 static int door_make(struct shim_sock *s)
 {
@@ -257,7 +289,9 @@ static int door_make(struct shim_sock *s)
 		return -EMFILE;
 	}
 	o = shim_sock_opts(s); /* buffers; keepalive's ACK timeout */
-	lrs = sg_listen((struct sockaddr *)&laddr, alen, s->backlog, &o);
+	lrs = sg_listen((struct sockaddr *)&laddr, alen, s->backlog, &o,
+			s->twin - 1, s->twin_id);
+	twin_drop(s); /* let go of at the bind, or no door here */
 	if (lrs < 0)
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 	return lrs;
@@ -470,7 +504,8 @@ void shim_listen_door_shut(struct shim_sock *s)
 
 /* In a fork child: a listener stays one.  The parent's door (if any)
  * stays the parent's, and the child may open its own at its first wait
- * (a prefork worker). */
+ * (a prefork worker).  The twin reservation's file is shared: whichever
+ * process opens a door first takes it (twin.c). */
 static void listen_fork_child(struct shim_sock *s)
 {
 	if (s->rs >= 0) {
@@ -480,8 +515,15 @@ static void listen_fork_child(struct shim_sock *s)
 	__atomic_store_n(&s->door, SHIM_DOOR_NONE, __ATOMIC_RELAXED);
 }
 
+/* The listener's last reference in this process. */
+static void listen_release(struct shim_sock *s)
+{
+	shim_listen_door_shut(s);
+	twin_drop(s);
+}
+
 static const struct shim_kind_ops listen_ops = {
-    .release = shim_listen_door_shut,
+    .release = listen_release,
     .fork_child = listen_fork_child,
 };
 
@@ -602,6 +644,7 @@ static int listen_held(int fd, struct shim_sock *s, int backlog)
 		return 0;
 	}
 	s->backlog = backlog;
+	twin_reserve(s, (struct sockaddr *)&laddr, alen);
 	shim_sock_ka_load(s, fd);
 	shim_sock_attach(s, SHIM_SK_LISTEN, -1);
 	return 0;

@@ -75,9 +75,23 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 	       const struct sg_sockopts *bufs);
 
 /* Server: an rsocket listening on addr (port already offset); non-blocking.
- * Accepted rsockets inherit its buffer sizes. */
+ * Accepted rsockets inherit its buffer sizes.  twin_fd >= 0: the port's
+ * reservation (twin.c), let go of just before the bind. */
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
-	      const struct sg_sockopts *bufs);
+	      const struct sg_sockopts *bufs, int twin_fd, uint32_t twin_id);
+
+/*
+ * twin.c: the door's port reserved from listen() until the door opens.
+ * sg_twin_reserve: an rdma_cm id bound to addr (the door's address), on a
+ * close-on-exec file of its own: 0 and *fd, *id, or -errno.  sg_twin_free:
+ * the id taken from that file (any process that has it: a fork copy will
+ * do) and destroyed; -ENOENT if a sibling took it first.  sg_twin_close:
+ * this process's copy of the file closed (the id goes with the last one).
+ */
+int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, int *fd,
+		    uint32_t *id);
+int sg_twin_free(int fd, uint32_t id);
+void sg_twin_close(int fd);
 
 /* A pending connection on a listening rsocket, or -EAGAIN.  Blocking mode. */
 int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len);
@@ -159,13 +173,17 @@ int sg_arm_poll(struct pollfd *fds, nfds_t nfds);
 int sg_listen_pollfd(int lrs);
 
 /* listenlock.c: the user's listen lock, LOCK_EX, waited for at most
- * SG_LISTEN_LOCK_MS; its fd (close it to let go), or -errno (said in one
- * info line) and the caller goes on without. */
+ * SG_LISTEN_LOCK_MS; its fd (sg_listen_unlock lets go), or -errno (said in
+ * one info line) and the caller goes on without.  *held: the fd from its
+ * open to its close, -1 otherwise (what a fork child closes). */
 #define SG_LISTEN_LOCK_MS 1000
-int sg_listen_lock(void);
+int sg_listen_lock(int *held);
+void sg_listen_unlock(int fd, int *held);
 
 /* Socket options, mapped onto what rsockets can honour (opts.c). */
 int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len);
+/* rs's receive buffer, bytes (the most that can be queued on it), or -1. */
+int sg_rcvbuf(int rs);
 /* Apply the ERDMA_SHIM_* tunables to a fresh rsocket (before connect/listen),
  * and the program's own buffer sizes where they are larger. */
 int sg_apply_tunables(int rs, const struct shim_config *c,

@@ -55,7 +55,15 @@ static int lock_open(const char *path)
 	return fd;
 }
 
-int sg_listen_lock(void)
+/*
+ * A fork while the lock is held copies its fd, and a flock belongs to the
+ * open file: the child's copy would hold it after our close, until the
+ * child exits (our siblings then wait their 1 s and go on without it).  So
+ * *held names the fd from its open on (a fork child closes its copy, rsock.c
+ * sg_fork_child), and sg_listen_unlock lets go with LOCK_UN, which frees it
+ * whatever copies a fork made, before the close.
+ */
+int sg_listen_lock(int *held)
 {
 	struct timespec ms = {0, 1000000};
 	char path[64];
@@ -63,11 +71,16 @@ int sg_listen_lock(void)
 
 	snprintf(path, sizeof(path), LOCK_FMT, (unsigned int)geteuid());
 	fd = lock_open(path);
+	if (fd >= 0)
+		__atomic_store_n(held, fd, __ATOMIC_RELEASE);
 	for (i = 0; fd >= 0 && flock(fd, LOCK_EX | LOCK_NB); i++) {
 		if ((errno != EWOULDBLOCK && errno != EINTR) ||
 		    i >= SG_LISTEN_LOCK_MS) {
+			int e = errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
+
+			__atomic_store_n(held, -1, __ATOMIC_RELEASE);
 			REAL(close)(fd);
-			fd = errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
+			fd = e;
 		} else {
 			nanosleep(&ms, NULL);
 		}
@@ -82,4 +95,11 @@ int sg_listen_lock(void)
 			  : fd == -ETIMEDOUT ? "held for over 1 s"
 					     : strerror(-fd));
 	return fd;
+}
+
+void sg_listen_unlock(int fd, int *held)
+{
+	flock(fd, LOCK_UN);
+	__atomic_store_n(held, -1, __ATOMIC_RELEASE);
+	REAL(close)(fd);
 }

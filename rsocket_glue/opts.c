@@ -82,3 +82,13 @@ int sg_setsockopt(int rs, int level, int name, const void *val, socklen_t len)
 		    rsetsockopt(rs, level, name, val, len));
 	return (int)LIB_CALL(rsetsockopt(rs, level, name, val, len));
 }
+
+int sg_rcvbuf(int rs)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (LIB_CALL(rgetsockopt(rs, SOL_SOCKET, SO_RCVBUF, &v, &l)) < 0)
+		return -1;
+	return v;
+}

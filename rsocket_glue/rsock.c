@@ -699,20 +699,16 @@ int sg_listen_pollfd(int lrs)
 /* Around bind and listen: see listenlock.c. */
 static int listen_lock(void)
 {
-	int fd = sg_listen_lock();
-
-	__atomic_store_n(&listen_lock_held, fd, __ATOMIC_RELEASE);
-	return fd;
+	return sg_listen_lock(&listen_lock_held);
 }
 
 static void listen_unlock(int fd)
 {
-	__atomic_store_n(&listen_lock_held, -1, __ATOMIC_RELEASE);
-	REAL(close)(fd);
+	sg_listen_unlock(fd, &listen_lock_held);
 }
 
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
-	      const struct sg_sockopts *bufs)
+	      const struct sg_sockopts *bufs, int twin_fd, uint32_t twin_id)
 {
 	int rs, r, one = 1, qfd = -1, lk = -1;
 
@@ -735,6 +731,10 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 					      &one, sizeof(one)));
 	if (r == 0) {
 		lk = listen_lock();
+		/* the reservation goes just before the bind: the rsocket's
+		 * id is made, nothing else runs between (twin.c) */
+		if (twin_fd >= 0)
+			(void)sg_twin_free(twin_fd, twin_id);
 		r = (int)LIB_CALL(rbind(rs, addr, len));
 	}
 	if (r == 0) {

@@ -308,3 +308,20 @@ int shim_sig_poll(struct pollfd *p, nfds_t n, int timeout_ms)
 	pthread_cleanup_pop(1);
 	return r;
 }
+
+bool shim_wait_mask_begin(struct shim_wait_mask *w, const sigset_t *mask)
+{
+	w->mask = mask;
+	return mask && !pthread_sigmask(SIG_BLOCK, mask, &w->old);
+}
+
+void shim_wait_mask_cancelled(void *arg)
+{
+	struct shim_wait_mask *w = arg;
+	sigset_t un = w->old;
+
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(w->mask, sig) == 1)
+			sigdelset(&un, sig);
+	pthread_sigmask(SIG_UNBLOCK, &un, NULL);
+}

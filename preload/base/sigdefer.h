@@ -112,4 +112,22 @@ static inline void shim_sig_run_if_free(void)
 		shim_sig_run();
 }
 
+/*
+ * A wait given a signal mask (ppoll, pselect, epoll_pwait: poll.c,
+ * epoll.c) adds the mask's signals to the thread's for the whole call.
+ * The kernel's call replaces the thread's mask instead, only once it is
+ * under way: cancelled in it, the thread unwinds with the wait's mask
+ * (the cleanup handlers see it); a cancel already pending acts before it,
+ * with the thread's own: the caller acts on it (pthread_testcancel) before
+ * shim_wait_mask_begin adds the mask (false: none added).
+ * shim_wait_mask_cancelled, the cleanup while it is added, takes away the
+ * thread's own signals that the wait's mask does not block.
+ */
+struct shim_wait_mask {
+	sigset_t old;
+	const sigset_t *mask;
+};
+bool shim_wait_mask_begin(struct shim_wait_mask *w, const sigset_t *mask);
+void shim_wait_mask_cancelled(void *arg);
+
 #endif

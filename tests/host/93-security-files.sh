@@ -222,6 +222,19 @@ case_lock() {
 	out=$("$LOCKP")
 	[[ $out == "locked "* ]] || fail "lock: '$out' once the sibling let go"
 	echo "PASS lock: root's lock is root's, 0600; a sibling holding it stalls a listen ${ms} ms, not forever"
+
+	# a fork while the lock is held: the child's copy of its fd does not
+	# keep it once the holder lets go
+	bg_start plain "$TMP/fork.out" "$TMP/fork.err" "$LOCKP" fork
+	wait_line "$TMP/fork.out" '^unlocked, held -1$' 10 "$BG_PID" >/dev/null ||
+		fail "lock: fork case: $(cat "$TMP/fork.out" "$TMP/fork.err")"
+	out=$("$LOCKP" 2>"$TMP/lock4.err" || true)
+	ms=$(echo "$out" | awk '{print $(NF-1)}')
+	[[ $out == "locked "* ]] && [ "$ms" -lt 500 ] ||
+		fail "lock: a fork child's copy of the fd kept the lock: '$out' (want locked, < 500 ms)"
+	kill "$BG_PID"
+	wait_exit "$BG_PID" 10
+	echo "PASS lock: a fork child's copy of the lock's fd does not hold it once the holder lets go (${ms} ms)"
 }
 
 cat >"$TMP/nsrun.sh" <<'EOF'

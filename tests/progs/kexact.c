@@ -2243,24 +2243,218 @@ static void case_bufsz(void)
 	close(l);
 }
 
+/*
+ * recv(NULL, n, MSG_TRUNC|MSG_WAITALL) with SO_RCVTIMEO 0.5 s while the
+ * peer sends 16 KiB every 0.3 s: the timeout bounds the whole call (the
+ * kernel's counts every wait of the call against it), which returns what
+ * it drained by then -- not each 16 KiB the shim drains at a time.
+ */
+struct pacer {
+	pthread_t th;
+	int fd, n, every_ms;
+};
+
+static void *pacer_main(void *arg)
+{
+	static char chunk[16384];
+	struct pacer *pc = arg;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (int i = 0; i < pc->n; i++) {
+		if (i)
+			tl_sleep_ms(pc->every_ms);
+		if (send(pc->fd, chunk, sizeof(chunk), MSG_NOSIGNAL) < 0)
+			say("pacer: send: %s", tl_en(errno));
+	}
+	return NULL;
+}
+
+static void case_trunc_timeo(void)
+{
+	struct timeval tv = {0, 500000};
+	struct pacer pc;
+	struct pair p;
+	char n[24];
+	int64_t t0;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	setsockopt(p.s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	pc = (struct pacer){.fd = p.c, .n = 5, .every_ms = 300};
+	pthread_create(&pc.th, NULL, pacer_main, &pc);
+	t0 = tl_now_ms();
+	r = recv(p.s, NULL, 5 * 16384, MSG_TRUNC | MSG_WAITALL);
+	say("recv(NULL, 80 KiB, TRUNC|WAITALL), SO_RCVTIMEO 0.5 s, 16 KiB "
+	    "every 0.3 s -> %s after %s",
+	    r == 5 * 16384 ? "all of it"
+	    : r > 0	   ? "a part"
+			   : rstr(r, n, sizeof(n)),
+	    dur(tl_now_ms() - t0));
+	pthread_join(pc.th, NULL);
+	unpair(&p);
+}
+
+/*
+ * pthread_cancel of a thread in ppoll/epoll_pwait given a mask (SIGUSR1;
+ * the thread's own blocks SIGUSR2): cancelled while it waits, its cleanup
+ * handlers run with the wait's mask (the kernel's call replaced the
+ * thread's); a cancel pending when the call is made acts before the wait,
+ * with the thread's own.
+ */
+struct cmask {
+	int fd, ep;
+	bool epoll, pending;
+	pid_t tid;
+	pthread_barrier_t b;
+	int usr1, usr2;
+};
+
+static void cmask_cleanup(void *arg)
+{
+	struct cmask *c = arg;
+	sigset_t now;
+
+	pthread_sigmask(SIG_SETMASK, NULL, &now);
+	c->usr1 = sigismember(&now, SIGUSR1);
+	c->usr2 = sigismember(&now, SIGUSR2);
+}
+
+static void *cmask_main(void *arg)
+{
+	struct cmask *c = arg;
+	struct pollfd p = {.fd = c->fd, .events = POLLIN};
+	struct epoll_event ev;
+	struct timespec ts = {10, 0};
+	sigset_t own, m;
+
+	c->tid = (pid_t)syscall(SYS_gettid);
+	sigemptyset(&own);
+	sigaddset(&own, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &own, NULL);
+	sigemptyset(&m);
+	sigaddset(&m, SIGUSR1);
+	pthread_cleanup_push(cmask_cleanup, c);
+	pthread_barrier_wait(&c->b);
+	if (c->pending)
+		pthread_barrier_wait(&c->b); /* main cancelled us meanwhile */
+	if (c->epoll)
+		epoll_pwait(c->ep, &ev, 1, 10000, &m);
+	else
+		ppoll(&p, 1, &ts, &m);
+	pthread_cleanup_pop(0);
+	return NULL;
+}
+
+/* Is thread tid inside a poll-family system call? */
+static bool in_wait_call(pid_t tid)
+{
+	char path[64], buf[64];
+	long nr = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%ld", &nr) != 1)
+		nr = -1;
+	fclose(f);
+	return nr == SYS_ppoll || nr == SYS_poll || nr == SYS_epoll_pwait ||
+	       nr == SYS_epoll_wait
+#ifdef SYS_epoll_pwait2
+	       || nr == SYS_epoll_pwait2
+#endif
+	    ;
+}
+
+static void cmask_one(struct pair *p, int ep, bool epoll, bool pending)
+{
+	struct cmask c = {.fd = p->s,
+			  .ep = ep,
+			  .epoll = epoll,
+			  .pending = pending,
+			  .usr1 = -1,
+			  .usr2 = -1};
+	struct timespec dl;
+	pthread_t th;
+	int r;
+
+	pthread_barrier_init(&c.b, NULL, 2);
+	pthread_create(&th, NULL, cmask_main, &c);
+	pthread_barrier_wait(&c.b);
+	if (!pending) /* until it waits (bounded: 5 s) */
+		for (int i = 0; i < 5000 && !in_wait_call(c.tid); i++)
+			tl_sleep_ms(1);
+	pthread_cancel(th);
+	if (pending)
+		pthread_barrier_wait(&c.b);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 3;
+	r = pthread_timedjoin_np(th, NULL, &dl);
+	say("cancel %s %s (mask SIGUSR1, the thread's SIGUSR2) -> %s; its "
+	    "cleanup sees SIGUSR1 %s, SIGUSR2 %s",
+	    pending ? "pending as a thread calls" : "a thread waiting in",
+	    epoll ? "epoll_pwait" : "ppoll", r ? "not joined" : "joined",
+	    c.usr1 == 1 ? "blocked" : "not blocked",
+	    c.usr2 == 1 ? "blocked" : "not blocked");
+	pthread_barrier_destroy(&c.b);
+}
+
+static void case_cancel_mask(void)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct pair p;
+	int ep;
+
+	if (mkpair(&p))
+		return;
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	epoll_ctl(ep, EPOLL_CTL_ADD, p.s, &ev);
+	for (int e = 0; e < 2; e++) {
+		cmask_one(&p, ep, e, true);
+		cmask_one(&p, ep, e, false);
+	}
+	close(ep);
+	unpair(&p);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = {
-    {"epdup", case_epdup},	   {"epclose", case_epclose},
-    {"cancel", case_cancel},	   {"cancel-wait", case_cancel_wait},
-    {"lclose", case_lclose},	   {"pending", case_pending},
-    {"restart", case_restart},	   {"hup-out", case_hup_out},
-    {"shut-rd", case_shut_rd},	   {"recv0", case_recv0},
-    {"timeo", case_timeo},	   {"syscall", case_syscall},
-    {"fdopen", case_fdopen},	   {"splice", case_splice},
-    {"nbconnect", case_nbconnect}, {"nbrefused", case_nbrefused},
-    {"ctl-race", case_ctl_race},   {"ring-eintr", case_ring_eintr},
-    {"longjmp", case_longjmp},	   {"alarm", case_alarm},
-    {"bindaddr", case_bindaddr},   {"connect-intr", case_connect_intr},
-    {"close-fds", case_close_fds}, {"close-jump", case_close_jump},
-    {"poll-none", case_poll_none}, {"sigmask", case_sigmask},
-    {"trunc", case_trunc},	   {"bufsz", case_bufsz},
+    {"epdup", case_epdup},
+    {"epclose", case_epclose},
+    {"cancel", case_cancel},
+    {"cancel-wait", case_cancel_wait},
+    {"lclose", case_lclose},
+    {"pending", case_pending},
+    {"restart", case_restart},
+    {"hup-out", case_hup_out},
+    {"shut-rd", case_shut_rd},
+    {"recv0", case_recv0},
+    {"timeo", case_timeo},
+    {"syscall", case_syscall},
+    {"fdopen", case_fdopen},
+    {"splice", case_splice},
+    {"nbconnect", case_nbconnect},
+    {"nbrefused", case_nbrefused},
+    {"ctl-race", case_ctl_race},
+    {"ring-eintr", case_ring_eintr},
+    {"longjmp", case_longjmp},
+    {"alarm", case_alarm},
+    {"bindaddr", case_bindaddr},
+    {"connect-intr", case_connect_intr},
+    {"close-fds", case_close_fds},
+    {"close-jump", case_close_jump},
+    {"poll-none", case_poll_none},
+    {"sigmask", case_sigmask},
+    {"trunc", case_trunc},
+    {"bufsz", case_bufsz},
+    {"trunc-timeo", case_trunc_timeo},
+    {"cancel-mask", case_cancel_mask},
 };
 
 static void *watchdog(void *arg)
@@ -2273,6 +2467,22 @@ static void *watchdog(void *arg)
 	sleep(100);
 	fprintf(stderr, "kexact: watchdog: still running after 100 s\n");
 	_exit(3);
+}
+
+/* Is name one of the words of KEXACT_SKIP? */
+static bool skipped(const char *skip, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *w = skip; w && *w;) {
+		size_t l = strcspn(w, " ");
+
+		if (l == n && !strncmp(w, name, n))
+			return true;
+		w += l;
+		w += strspn(w, " ");
+	}
+	return false;
 }
 
 int main(int argc, char **argv)
@@ -2306,7 +2516,7 @@ int main(int argc, char **argv)
 
 		for (int a = 2; a < argc; a++)
 			run |= !strcmp(argv[a], cases[i].name);
-		if (!run || (skip && !strcmp(skip, cases[i].name)))
+		if (!run || skipped(skip, cases[i].name))
 			continue;
 		cur = cases[i].name;
 		cases[i].fn();

@@ -18,7 +18,8 @@
  *       --timing         print each connect()'s duration on stderr
  *       --bind ADDR      client: bind each socket to ADDR (port 0) first
  *       --backlog N      server: listen(N) (128)
- *       --guard G        server: before listen(), protect the listener:
+ *       --guard G        server: before listen(), protect the listener;
+ *                        client: each socket before its connect():
  *                        G = filter (an accept-all classic BPF filter) or
  *                        dev:NAME (SO_BINDTODEVICE)
  *       --guard-late G   server: the same after listen() and a poll of
@@ -27,6 +28,9 @@
  *       --accept-after FILE  server: after listen() poll the listener
  *                        once, print "waiting", and accept only once FILE
  *                        exists (<= 60 s)
+ *       --wait-after FILE  server: after listen() (and "ready") neither
+ *                        poll nor accept until FILE exists (<= 60 s): the
+ *                        shim's RDMA listener is not open meanwhile
  *
  * Per connection the client sends a header {size, seed, dir}; data is a
  * xorshift stream from the seed; each side checks the FNV-1a of what it
@@ -410,7 +414,7 @@ static int report(struct conn *cs, int n, const char *who)
 }
 
 static int backlog = 128;
-static const char *guard, *guard_late, *accept_after;
+static const char *guard, *guard_late, *accept_after, *wait_after;
 
 /* --guard: 0, or -1 and errno */
 static int set_guard(int fd, const char *g)
@@ -469,6 +473,8 @@ static int server(const char *addr, const char *port)
 			 ? ((struct sockaddr_in *)&ss)->sin_port
 			 : ((struct sockaddr_in6 *)&ss)->sin6_port));
 	fflush(stdout);
+	if (wait_after)
+		wait_file(wait_after);
 	if (accept_after) {
 		printf("waiting\n");
 		fflush(stdout);
@@ -532,6 +538,8 @@ static int client(const char *addr, const char *port)
 			if (bind(fd, (struct sockaddr *)&bs, blen) < 0)
 				tl_die("bind");
 		}
+		if (guard && set_guard(fd, guard) < 0)
+			tl_die("--guard");
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
 			struct pollfd p = {.fd = fd, .events = POLLOUT};
@@ -611,6 +619,8 @@ int main(int argc, char **argv)
 			guard_late = v, i++;
 		else if (!strcmp(o, "--accept-after"))
 			accept_after = v, i++;
+		else if (!strcmp(o, "--wait-after"))
+			wait_after = v, i++;
 		else if (!strcmp(o, "--timing"))
 			timing = 1;
 		else if (!strcmp(o, "--hold"))

@@ -9,6 +9,8 @@
 #             fall back to TCP (no QP in either process, every byte
 #             checked); under ERDMA_SHIM=require the client's connect is
 #             refused (README).  A control without the option is on RDMA.
+#             A client with a socket filter or SO_BINDTODEVICE set before
+#             connect() stays on TCP (no QP on either end), with one line.
 #   backlog   a listener (backlog 2) that does not accept yet, 6 clients one
 #             after the other: 3 (backlog + 1, the kernel's accept queue)
 #             are completed over RDMA and hold QPs on the server, the other
@@ -22,9 +24,28 @@
 #             pid and uid, and a plain client's bytes reach root's server.
 #             KNOWN: a shimmed client of that port is still steered to the
 #             squatter (counted; docs/security.md, "Ports and peers").
+#   lazy      root's server listens and does not wait for a connection yet
+#             (its RDMA listener is opened at the first wait): user nobody
+#             tries to take its RDMA port in between and fails (the
+#             reservation made at listen()); once root's server waits, a
+#             shimmed client is served over RDMA (QPs on both ends, every
+#             byte checked) and the squatter accepted nothing.
 . "$(dirname "$0")/lib/common.bash"
 
 S="LD_PRELOAD=$PRELOAD ERDMA_SHIM_LOG=debug"
+
+# A TCP port A with A + 1 and A + 20001 free too: a squatter shimmed with
+# ERDMA_SHIM_PORT_OFFSET=$off on A opens its RDMA listener on root's P.
+free_port() {
+	local a
+	for ((a = 20000 + RANDOM % 20000; ; a++)); do
+		ss -Hltn "sport = :$a or sport = :$((a + 1)) or sport = :$((a + 20001))" |
+			grep -q . || { echo "$a"; return; }
+	done
+}
+# on soft-iWARP a root server's RDMA port is P + 20000 (sock.h)
+off=1
+[ "${ERDMA_BED_LINK:-rxe}" != siw ] || off=20001
 
 # guarded NAME [server opts]: a held 2-connection transfer from a client
 # bound to IP1 (common.bash); prints "server_qps client_qps".
@@ -57,6 +78,18 @@ grep -q 'listening on TCP and RDMA' "$WORK/filter-late/server" ||
 grep -q 'SO_ATTACH_FILTER set on the listener: its RDMA listener is closed' "$WORK/filter-late/server" ||
 	fail "filter after listen: no log line"
 echo "PASS SO_ATTACH_FILTER after listen(): the open RDMA listener closed, the client on TCP, every byte checked"
+
+# Clients: the same options set before connect() keep the client's
+# connections on TCP (to a listener with its RDMA listener open: the
+# control above), with one info line.
+for g in filter dev:v1; do
+	n=client-${g%%:*}
+	q=$(held_pair "$n" "$S" "$S" "" --bind "$IP1" --guard "$g")
+	[ "$q" = "0 0" ] || fail "client with --guard $g: QPs $q (its connections went over RDMA)"
+	grep -qE 'TCP \((SO_ATTACH_FILTER|SO_BINDTODEVICE) set on the socket: RDMA would bypass it\)' "$WORK/$n/client" ||
+		fail "client with --guard $g: no info line: $(grep erdma "$WORK/$n/client" | tail -n 5)"
+	echo "PASS client with $g set before connect(): its 2 connections on TCP (no QP on either end), every byte checked"
+done
 
 d=$WORK/require
 mkdir -p "$d"
@@ -143,16 +176,6 @@ echo "PASS prefork: the sibling's RDMA listener is recognised as the listener's 
 # on TCP port A, so that its RDMA listener is root's port P = A + 1 (on
 # RoCE a root server's RDMA port is its TCP port; on iWARP the offset is
 # 20001).  It listens first.
-free_port() {
-	local a
-	for ((a = 20000 + RANDOM % 20000; ; a++)); do
-		ss -Hltn "sport = :$a or sport = :$((a + 1)) or sport = :$((a + 20001))" |
-			grep -q . || { echo "$a"; return; }
-	done
-}
-# on soft-iWARP a root server's RDMA port is P + 20000 (sock.h)
-off=1
-[ "${ERDMA_BED_LINK:-rxe}" != siw ] || off=20001
 A=$(free_port) P=$((A + 1))
 alog=$WORK/attacker
 # the shim and xfer from where they are (readable by all); the log is
@@ -191,9 +214,54 @@ echo "KNOWN a shimmed client of port $P is steered to the squatter's RDMA listen
 
 }
 
+part_lazy() {
+A=$(free_port) P=$((A + 1))
+d=$WORK/lazy
+mkdir -p "$d"
+go=$WORK/lazy.go hold=$WORK/lazy.hold
+bg "$d/server" env $S timeout 90 "$XFER" server "$IP0" "$P" --conns 1 \
+	--wait-after "$go" --hold "$hold"
+spid=$BG_PID
+wait_for "$d/server" '^ready ' 20
+! grep -q 'listening on TCP and RDMA' "$d/server" ||
+	fail "lazy: root's RDMA listener was open before its first wait: nothing to test"
+# the squatter opens its RDMA listener (on root's port) at its first poll,
+# before it prints "waiting"
+setpriv --reuid=nobody --regid=nogroup --clear-groups env \
+	LD_PRELOAD="$PRELOAD" ERDMA_SHIM_LOG=debug ERDMA_SHIM_PORT_OFFSET=$off \
+	timeout 60 "$XFER" server "$IP0" "$A" --conns 1 \
+	--accept-after "$WORK/lazy.never" >"$d/attacker" 2>&1 &
+apid=$!
+PIDS+=("$apid")
+wait_for "$d/attacker" '^waiting' 20
+! grep -q 'listening on TCP and RDMA' "$d/attacker" ||
+	fail "lazy: user nobody took root's RDMA port $P between its listen() and its first wait"
+grep -qE "RDMA port $((A + off)) \\(the twin of TCP port $A\\) is held by " "$d/attacker" ||
+	fail "lazy: the squatter's failure is not the reservation: $(grep erdma "$d/attacker" | tail -n 5)"
+echo "PASS user nobody could not take root's RDMA port $P before root's first wait: $(grep -o 'is held by [^,]*' "$d/attacker" | head -n 1)"
+touch "$go"
+wait_for "$d/server" 'listening on TCP and RDMA' 20
+bg "$d/client" env $S timeout 90 "$XFER" client "$IP0" "$P" --size 256K \
+	--bind "$IP1" --hold "$hold"
+cpid=$BG_PID
+wait_for "$d/client" '^holding' 60
+wait_for "$d/server" '^holding' 20
+q="$(qps "$spid") $(qps "$cpid")"
+touch "$hold"
+waitb "$cpid" 30 || fail "lazy: client failed: $(cat "$d/client")"
+waitb "$spid" 30 || fail "lazy: root's server failed: $(cat "$d/server")"
+grep -q ' 0 mismatched' "$d/client" || fail "lazy: client: $(cat "$d/client")"
+read -r sq cq <<<"$q"
+[ "$sq" -gt 0 ] && [ "$cq" -gt 0 ] || fail "lazy: root's server did not serve over RDMA (QPs $q)"
+kill "$apid" 2>/dev/null || true
+wait "$apid" 2>/dev/null || true
+! grep -q '^server: 1 connections' "$d/attacker" || fail "lazy: the squatter accepted a connection"
+echo "PASS root's server then serves a shimmed client over RDMA (QPs $q), every byte checked; the squatter accepted nothing"
+}
+
 fails=0
-for part in guard backlog twin; do
+for part in guard backlog twin lazy; do
 	(part_$part) || { echo "FAIL part $part"; fails=$((fails + 1)); }
 done
 [ "$fails" = 0 ] || exit 1
-echo "RESULT: guard (3 ways and require), backlog and the twin port behave as specified"
+echo "RESULT: guard (3 ways and require), backlog, the twin port and its reservation behave as specified"
