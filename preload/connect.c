@@ -424,9 +424,9 @@ static int connect_async(int fd, struct shim_sock *s,
 
 /*
  * A TCP-level protection set on a client socket before its connect (the
- * options of shim_listen_guard: TCP-MD5 or TCP-AO keys, a socket filter,
- * a device binding) holds on the kernel's connection only: over RDMA the
- * bytes would go unsigned, unfiltered, on whatever device routes there.
+ * options of listen_guarded (socket.c): TCP-MD5 or TCP-AO keys, a socket
+ * filter, a device binding) holds on the kernel's connection only: over RDMA
+ * the bytes would go unsigned, unfiltered, on whatever device routes there.
  * Such a connect is the kernel's, in every mode.  The name of the
  * protection, or NULL; a device binding or classic filter the shim did not
  * see set (an inherited socket) is read from the kernel.

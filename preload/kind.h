@@ -146,6 +146,8 @@ struct shim_kind_ops {
 	shim_kind_fn *release;
 	shim_kind_fn *fork_child;
 	shim_kind_fn *last_fd;
+	shim_kind_fn *guarded; /* a TCP-level protection was just set
+				* (s->guard, sockopt.c) */
 };
 /* Set ops's non-NULL slots for kind (a room may set some, another
  * room others). */

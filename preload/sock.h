@@ -70,7 +70,7 @@ struct shim_sock {
 	uint32_t twin_id;
 	/* atomic: the name of a TCP-level protection set on it (TCP-MD5,
 	 * a socket filter, SO_BINDTODEVICE...): a listener with one opens
-	 * no RDMA door (socket.c, shim_listen_guard); NULL: none */
+	 * no RDMA door (socket.c, listen_guarded); NULL: none */
 	const char *guard;
 	int lfd;       /* the listening fd, for the log and the stats */
 	int rs;	       /* rsocket, -1 if none */

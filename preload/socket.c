@@ -18,7 +18,6 @@
 
 #include <dirent.h>
 #include <unistd.h>
-#include <net/if.h>
 #include <netinet/tcp.h>
 #include <limits.h>
 #include <sched.h>
@@ -170,38 +169,17 @@ static void door_iwarp_v4(struct shim_sock *s, struct sockaddr_storage *laddr,
  * Options that protect a TCP port -- TCP-MD5 and TCP-AO keys, socket
  * filters, a device binding -- hold on the kernel's listener only: an RDMA
  * door would accept without them, on every RDMA device.  A listener with
- * one opens no door (door_addr), or shuts the one it has, and its
+ * one opens no door (door_addr), or shuts the one it has (this kind
+ * operation, once sockopt.c has recorded the option in s->guard), and its
  * connections stay on TCP, where the protection holds.  One warning per
  * listener.  Clearing the option later does not bring the door back.
  */
-void shim_listen_guard(struct shim_sock *s, const char *what)
+static void listen_guarded(struct shim_sock *s)
 {
-	const char *none = NULL;
-
-	if (!__atomic_compare_exchange_n(&s->guard, &none, what, false,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return; /* said already */
-	if (!shim_kind_is(s, SHIM_KF_DOOR))
-		return; /* a TCP socket: its listen() says it */
 	shim_listen_door_shut(s);
 	shim_warn("fd %d: %s set on the listener: its RDMA listener is "
 		  "closed, its connections stay on TCP",
-		  s->lfd, what);
-}
-
-const char *shim_kernel_guard(int fd)
-{
-	char dev[IFNAMSIZ];
-	socklen_t l = sizeof(dev);
-
-	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &l) == 0 &&
-	    l > 0 && dev[0])
-		return "SO_BINDTODEVICE";
-	l = 0; /* the filter's length, in instructions */
-	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_GET_FILTER, NULL, &l) == 0 &&
-	    l > 0)
-		return "SO_ATTACH_FILTER";
-	return NULL;
+		  s->lfd, __atomic_load_n(&s->guard, __ATOMIC_ACQUIRE));
 }
 
 /* The door's address (the listener's, port offset), or -errno: a reason
@@ -212,7 +190,7 @@ static int door_addr(struct shim_sock *s, struct sockaddr_storage *laddr,
 	uint16_t port;
 
 	if (__atomic_load_n(&s->guard, __ATOMIC_ACQUIRE))
-		return -EPERM; /* a TCP-level protection: shim_listen_guard */
+		return -EPERM; /* a TCP-level protection: listen_guarded */
 
 	*alen =
 	    shim_addr_unmap((struct sockaddr *)&s->local, s->local_len, laddr);
@@ -525,6 +503,7 @@ static void listen_release(struct shim_sock *s)
 static const struct shim_kind_ops listen_ops = {
     .release = listen_release,
     .fork_child = listen_fork_child,
+    .guarded = listen_guarded,
 };
 
 static void socket_start(void)

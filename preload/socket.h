@@ -20,12 +20,6 @@ static inline void shim_listen_door(struct shim_sock *s)
 }
 /* The door's accept queue fd, or -1 (no door: poll ignores the entry). */
 int shim_listen_qfd(struct shim_sock *s);
-/* Protection `what` (a static name) was set on s, a listener or a TCP
- * socket that may become one: it opens no door, or shuts the one it has. */
-void shim_listen_guard(struct shim_sock *s, const char *what);
-/* The protection the kernel shows on listening socket fd (a device
- * binding, a classic filter), or NULL: set before the shim saw it. */
-const char *shim_kernel_guard(int fd);
 /* Close the door for good (shutdown of the listener, fork child). */
 void shim_listen_door_shut(struct shim_sock *s);
 /* connect() to port on this host: open the door of our own listener on

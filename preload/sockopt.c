@@ -18,9 +18,9 @@
 #include "sock.h"
 #include "sockopt.h"
 #include "sockfd.h"
-#include "socket.h"
 
 #include <linux/sockios.h>
+#include <net/if.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -64,10 +64,26 @@ static bool refused(int level, int name)
 #define SO_BINDTOIFINDEX 62
 #endif
 
+const char *shim_kernel_guard(int fd)
+{
+	char dev[IFNAMSIZ];
+	socklen_t l = sizeof(dev);
+
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, &l) == 0 &&
+	    l > 0 && dev[0])
+		return "SO_BINDTODEVICE";
+	l = 0; /* the filter's length, in instructions */
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_GET_FILTER, NULL, &l) == 0 &&
+	    l > 0)
+		return "SO_ATTACH_FILTER";
+	return NULL;
+}
+
 /*
- * The options that protect a TCP port (socket.c, shim_listen_guard): the
- * name of the one set, or NULL.  A device binding that was just cleared
- * (an empty name, index 0) protects nothing.
+ * The options that protect a TCP port (a listener's: socket.c,
+ * listen_guarded; a client's: connect.c): the name of the one set, or NULL.  A
+ * device binding that was just cleared (an empty name, index 0) protects
+ * nothing.
  */
 static const char *guard_opt(int fd, int level, int name)
 {
@@ -296,6 +312,21 @@ static void forward(struct shim_sock *s, int level, int name, const void *val,
 		sg_set_bounded(s->rs, shim_sock_opts(s).bounded);
 }
 
+/* Record protection `what` (a static name) on s, a listener or a socket
+ * that may become one or connect, and tell its kind (once). */
+static void guard_set(struct shim_sock *s, const char *what)
+{
+	const char *none = NULL;
+	shim_kind_fn *fn;
+
+	if (!__atomic_compare_exchange_n(&s->guard, &none, what, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return; /* said already */
+	fn = shim_kind_ops(shim_kind(s))->guarded;
+	if (fn)
+		fn(s);
+}
+
 SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			   socklen_t len)
 {
@@ -316,7 +347,7 @@ SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 		const char *g = guard_opt(fd, level, name);
 
 		if (g && !shim_kind_is(s, SHIM_KF_CONN))
-			shim_listen_guard(s, g);
+			guard_set(s, g);
 		remember(s, fd, level, name, val, len);
 		if (shim_kind_is(s, SHIM_KF_CONN))
 			forward(s, level, name, val, len);

@@ -13,5 +13,8 @@ void shim_sock_inherit(struct shim_sock *ns, int nfd,
 		       const struct shim_sock *ls);
 /* A listener's keepalive options from its kernel socket. */
 void shim_sock_ka_load(struct shim_sock *s, int fd);
+/* The protection the kernel shows on socket fd (a device binding, a
+ * classic filter), or NULL: one set before the shim saw the socket. */
+const char *shim_kernel_guard(int fd);
 
 #endif
