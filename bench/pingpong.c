@@ -54,12 +54,13 @@ static void set_nodelay(int fd)
 static void serve_one(int fd, unsigned long idx, bool verbose, bool json)
 {
 	uint32_t hdr[2];
-	uint64_t n = 0;
+	uint64_t n = 0, v0, i0, v1, i1;
 	double c0 = cpu_s(), cpu;
 	char *buf;
 	int r;
 
 	set_nodelay(fd);
+	csw(&v0, &i0);
 	r = recv_all(fd, hdr, sizeof(hdr));
 	if (r <= 0 || hdr[0] != PP_MAGIC || !hdr[1] || hdr[1] > PP_MAX_SIZE) {
 		fprintf(stderr, "%s: connection %lu: bad header\n", prog, idx);
@@ -82,15 +83,19 @@ static void serve_one(int fd, unsigned long idx, bool verbose, bool json)
 		fprintf(stderr, "%s: connection %lu: %s\n", prog, idx,
 			strerror(errno));
 	cpu = cpu_s() - c0;
+	csw(&v1, &i1);
 	if (verbose)
 		printf("connection %lu: %llu round trips of %u B, cpu %.3f s\n",
 		       idx, (unsigned long long)n, (unsigned)hdr[1], cpu);
 	if (json)
 		printf("{\"bench\":\"pingpong\",\"side\":\"server\","
 		       "\"connection\":%lu,\"size\":%u,\"round_trips\":%llu,"
-		       "\"cpu_s\":%.6f,\"cpu_us_per_rt\":%.4f}\n",
+		       "\"cpu_s\":%.6f,\"cpu_us_per_rt\":%.4f,"
+		       "\"vcsw_per_rt\":%.3f,\"ivcsw_per_rt\":%.3f}\n",
 		       idx, (unsigned)hdr[1], (unsigned long long)n, cpu,
-		       n ? cpu * 1e6 / (double)n : 0.0);
+		       n ? cpu * 1e6 / (double)n : 0.0,
+		       n ? (double)(v1 - v0) / (double)n : 0.0,
+		       n ? (double)(i1 - i0) / (double)n : 0.0);
 	fflush(stdout);
 	free(buf);
 }
@@ -137,7 +142,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	double seconds = 0, sum = 0, elapsed, c0, cpu;
 	bool json = false;
 	const char *bind_addr = NULL;
-	uint64_t *lat, t0, tprev, deadline = 0;
+	uint64_t *lat, t0, tprev, deadline = 0, v0, i0, v1, i1;
 	uint32_t hdr[2];
 	char *buf;
 	int fd;
@@ -193,6 +198,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 			die("warmup round trip");
 
 	c0 = cpu_s();
+	csw(&v0, &i0);
 	t0 = tprev = now_ns();
 	if (seconds)
 		deadline = t0 + (uint64_t)(seconds * 1e9);
@@ -225,6 +231,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	}
 	elapsed = (double)(now_ns() - t0) / 1e9;
 	cpu = cpu_s() - c0;
+	csw(&v1, &i1);
 	close(fd);
 
 	for (uint64_t i = 0; i < done; i++)
@@ -256,12 +263,15 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 			       "\"p50_us\":%.3f,\"p99_us\":%.3f,"
 			       "\"p999_us\":%.3f,\"max_us\":%.3f,"
 			       "\"mean_us\":%.3f,\"cpu_s\":%.6f,"
-			       "\"cpu_us_per_rt\":%.4f}\n",
+			       "\"cpu_us_per_rt\":%.4f,\"vcsw_per_rt\":%.3f,"
+			       "\"ivcsw_per_rt\":%.3f}\n",
 			       addr, atoi(port), (unsigned long long)size,
 			       (unsigned long long)warmup,
 			       (unsigned long long)done, elapsed, rate, mn, p50,
 			       p99, p999, mx, mean, cpu,
-			       cpu * 1e6 / (double)done);
+			       cpu * 1e6 / (double)done,
+			       (double)(v1 - v0) / (double)done,
+			       (double)(i1 - i0) / (double)done);
 	}
 	free(lat);
 	free(buf);

@@ -82,6 +82,16 @@ int sg_cm_take_end(int fd);
 #define SPIN_MIN_US 10 /* a window below it is none */
 #define SPIN_IDLE_X 5  /* a wait over SPIN_IDLE_X x max found the peer idle */
 long sg_spin_window(unsigned int max, int timeout_ms);
+#ifdef SG_WAITSTATS /* diagnostics: spin.c */
+struct sg_waitstats {
+	unsigned long waits, first, spun, slept, win0, win_us, yields;
+	unsigned long slept_us, grow, shrink, sleep_cpu_ns;
+};
+extern struct sg_waitstats sg_ws;
+#define WS_ADD(f, v) __atomic_fetch_add(&sg_ws.f, (v), __ATOMIC_RELAXED)
+#else
+#define WS_ADD(f, v) ((void)0)
+#endif
 void sg_spin_adapt(unsigned int max, long waited_us);
 
 #endif

@@ -1310,10 +1310,16 @@ static int spin(struct pollfd *fds, nfds_t nfds, long us, int64_t t0)
 {
 	int r;
 
-	for (;;) {
+	for (int k = 0;; k++) {
 		r = sg_poll(fds, nfds, 0);
-		if (r != 0 || us <= 0 || shim_now_us() - t0 >= us)
+		if (r != 0 || us <= 0 || shim_now_us() - t0 >= us) {
+			WS_ADD(yields, (unsigned long)k);
+			if (r > 0)
+				WS_ADD(first, k == 0);
+			if (r > 0)
+				WS_ADD(spun, k > 0);
 			return r;
+		}
 		sched_yield();
 	}
 }
@@ -1448,9 +1454,21 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		return sg_poll(fds, nfds, 0);
 	if (max)
 		t0 = shim_now_us();
-	r = spin(fds, nfds, max ? sg_spin_window(max, timeout_ms) : 0, t0);
+	{
+		long win = max ? sg_spin_window(max, timeout_ms) : 0;
+
+		WS_ADD(waits, 1);
+		WS_ADD(win0, win == 0);
+		WS_ADD(win_us, (unsigned long)win);
+		r = spin(fds, nfds, win, t0);
+	}
 	if (r != 0)
 		return r;
+	WS_ADD(slept, 1);
+#ifdef SG_WAITSTATS
+	struct timespec c0, c1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+#endif
 	if (timeout_ms < 0) {
 		/* 0: woken with nothing for the caller (a cancel the thread
 		 * does not act on, an rdma_cm event that was not the end) */
@@ -1471,7 +1489,15 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 					      mask);
 		} while (r == -EINPROGRESS);
 	}
-	if (max && r >= 0) /* woken, or timed out: how long did it take? */
+#ifdef SG_WAITSTATS
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	WS_ADD(sleep_cpu_ns,
+	       (unsigned long)((c1.tv_sec - c0.tv_sec) * 1000000000L +
+			       c1.tv_nsec - c0.tv_nsec));
+#endif
+	if (max && r >= 0) { /* woken, or timed out: how long did it take? */
+		WS_ADD(slept_us, (unsigned long)(shim_now_us() - t0));
 		sg_spin_adapt(max, (long)(shim_now_us() - t0));
+	}
 	return r;
 }

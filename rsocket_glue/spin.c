@@ -41,13 +41,45 @@ long sg_spin_window(unsigned int max, int timeout_ms)
 void sg_spin_adapt(unsigned int max, long waited_us)
 {
 	if (waited_us <= (long)max * SPIN_IDLE_X) {
+		WS_ADD(grow, 1);
 		spin_win_us =
 		    spin_win_us < SPIN_MIN_US ? SPIN_MIN_US : spin_win_us * 2;
 		if (spin_win_us > max)
 			spin_win_us = max;
 	} else {
+		WS_ADD(shrink, 1);
 		spin_win_us /= 2;
 		if (spin_win_us < SPIN_MIN_US)
 			spin_win_us = 0;
 	}
 }
+
+#ifdef SG_WAITSTATS
+/*
+ * Diagnostics, compiled in only with -DSG_WAITSTATS (bench/sweep --diag
+ * builds such a library beside the real one): what each blocking wait of
+ * the process did, printed to stderr at exit.  Relaxed atomic adds: a few
+ * per wait, none on the kernel-fd path.
+ */
+#include <stdio.h>
+#include <unistd.h>
+
+struct sg_waitstats sg_ws;
+
+static void __attribute__((destructor)) waitstats_print(void)
+{
+	struct sg_waitstats *w = &sg_ws;
+	unsigned long n = w->waits ? w->waits : 1;
+
+	fprintf(
+	    stderr,
+	    "waitstats pid %d: waits %lu first-look %lu spin-won %lu "
+	    "slept %lu win0 %lu mean-win-us %.1f yields/wait %.2f "
+	    "mean-slept-wait-us %.1f sleep-cpu-us %.1f grow %lu shrink %lu\n",
+	    (int)getpid(), w->waits, w->first, w->spun, w->slept, w->win0,
+	    (double)w->win_us / (double)n, (double)w->yields / (double)n,
+	    w->slept ? (double)w->slept_us / (double)w->slept : 0.0,
+	    w->slept ? (double)w->sleep_cpu_ns / 1e3 / (double)w->slept : 0.0,
+	    w->grow, w->shrink);
+}
+#endif
