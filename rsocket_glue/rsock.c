@@ -1437,6 +1437,16 @@ out:
 	return r;
 }
 
+/* This thread's CPU time, ns (a system call: only on the sleep path). */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 {
 	return sg_wait_masked(fds, nfds, timeout_ms, NULL);
@@ -1447,6 +1457,8 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 {
 	unsigned int max = shim_cfg.poll_us;
 	int64_t t0 = 0;
+	uint64_t c0 = 0;
+	bool sample;
 	long left_us;
 	int r;
 
@@ -1465,10 +1477,10 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	if (r != 0)
 		return r;
 	WS_ADD(slept, 1);
-#ifdef SG_WAITSTATS
-	struct timespec c0, c1;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-#endif
+	/* what this thread's sleeps cost it, now and then (spin.c) */
+	sample = max && sg_spin_sample();
+	if (sample)
+		c0 = thread_cpu_ns();
 	if (timeout_ms < 0) {
 		/* 0: woken with nothing for the caller (a cancel the thread
 		 * does not act on, an rdma_cm event that was not the end) */
@@ -1489,12 +1501,13 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 					      mask);
 		} while (r == -EINPROGRESS);
 	}
-#ifdef SG_WAITSTATS
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-	WS_ADD(sleep_cpu_ns,
-	       (unsigned long)((c1.tv_sec - c0.tv_sec) * 1000000000L +
-			       c1.tv_nsec - c0.tv_nsec));
-#endif
+	if (sample && r >= 0) {
+		uint64_t c = thread_cpu_ns() - c0;
+
+		WS_ADD(sampled, 1);
+		WS_ADD(sleep_cpu_ns, (unsigned long)c);
+		sg_spin_cost((unsigned long)c);
+	}
 	if (max && r >= 0) { /* woken, or timed out: how long did it take? */
 		WS_ADD(slept_us, (unsigned long)(shim_now_us() - t0));
 		sg_spin_adapt(max, (long)(shim_now_us() - t0));
