@@ -7,12 +7,15 @@
  *       listen (PORT 0 = ephemeral), print "ready PORT", then serve
  *       connections one after the other until killed or N were served;
  *       --verbose/--json: a line per connection with its round trips and
- *       the server's CPU time (user + sys, warm-up included)
+ *       the server's CPU time (user + sys, warm-up included) and its
+ *       context switches per round trip: voluntary (sleeps) and not
+ *       (preemptions, yields that let another task run)
  *   pingpong client ADDR PORT --size N (--iters N | --seconds S)
  *                   [--warmup N] [--gap-us N] [--bind LOCAL_ADDR] [--json]
  *       send N bytes, wait for N bytes back, repeat; print round trips/s,
  *       latency percentiles and the client's CPU time (user + sys) over the
- *       timed round trips; --json adds one JSON line (the last line);
+ *       timed round trips; --json adds one JSON line (the last line), with
+ *       the client's context switches per round trip as the server's;
  *       --bind: connect from LOCAL_ADDR (port 0); --gap-us: sleep that long
  *       before each timed round trip (an idle-ish peer: the server's CPU per
  *       round trip then shows what its waits cost; latencies exclude the
