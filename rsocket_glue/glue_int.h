@@ -81,10 +81,11 @@ int sg_cm_take_end(int fd);
  * sleep's CPU time?  cost: what a measured sleep took (the ceiling is
  * SPIN_COST_X times the thread's recent sleeps', at most max).
  */
-#define SPIN_MIN_US 10 /* a window below it is none */
-#define SPIN_IDLE_X 5  /* a wait over SPIN_IDLE_X x the ceiling: peer idle */
-#define SPIN_COST_X 4  /* the ceiling: SPIN_COST_X x a sleep's CPU time */
-#define SPIN_SAMPLE 8  /* one sleep in SPIN_SAMPLE is measured */
+#define SPIN_MIN_US 10	  /* a window below it is none */
+#define SPIN_IDLE_X 5	  /* a wait over SPIN_IDLE_X x the ceiling: peer idle */
+#define SPIN_COST_X 4	  /* the ceiling: SPIN_COST_X x a sleep's CPU time */
+#define SPIN_SAMPLE 8	  /* one sleep in SPIN_SAMPLE is measured */
+#define SPIN_START_US 100 /* a thread's first window (at most max) */
 long sg_spin_window(unsigned int max, int timeout_ms);
 bool sg_spin_sample(void);
 void sg_spin_cost(unsigned long cpu_ns);

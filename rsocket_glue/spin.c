@@ -69,7 +69,9 @@ long sg_spin_window(unsigned int max, int timeout_ms)
 	long w;
 
 	if (!spin_win_set) {
-		spin_win_us = max; /* start ready to spin */
+		/* start ready to spin, briefly: a thread that makes one
+		 * wait on an idle peer pays little before anything is known */
+		spin_win_us = max < SPIN_START_US ? max : SPIN_START_US;
 		spin_win_set = true;
 	}
 	w = spin_win_us < cap ? spin_win_us : cap;

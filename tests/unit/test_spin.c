@@ -72,12 +72,14 @@ static struct probe probe(unsigned int max)
 	return p;
 }
 
-/* A thread starts ready to spin: its first window is the maximum. */
+/* A thread starts ready to spin, briefly: its first window is the
+ * maximum or SPIN_START_US, whichever is less. */
 static void test_starts_at_max(void **st)
 {
 	(void)st;
 	assert_int_equal(probe(MAX).first, MAX);
-	assert_int_equal(probe(250000).first, 250000);
+	assert_int_equal(probe(SPIN_START_US / 2).first, SPIN_START_US / 2);
+	assert_int_equal(probe(250000).first, SPIN_START_US);
 }
 
 /* A wait that slept but was short doubles the window, from 0 to
@@ -186,6 +188,8 @@ static void *cost_thread(void *arg)
 
 	(void)window(1000);
 	sg_spin_cost(50000); /* 50 us a sleep: ceiling 200 */
+	for (int i = 0; i < 8; i++)
+		sg_spin_adapt(1000, 0); /* grows to the ceiling, not max */
 	got[0] = window(1000);
 	sg_spin_adapt(1000, 200L * SPIN_IDLE_X); /* not idle: stays */
 	got[1] = window(1000);
