@@ -1481,6 +1481,7 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	sample = max && sg_spin_sample();
 	if (sample)
 		c0 = thread_cpu_ns();
+	sample = sample && c0; /* no CPU clock: no figure, not a 0 one */
 	if (timeout_ms < 0) {
 		/* 0: woken with nothing for the caller (a cancel the thread
 		 * does not act on, an rdma_cm event that was not the end) */
