@@ -1503,11 +1503,13 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		} while (r == -EINPROGRESS);
 	}
 	if (sample && r >= 0) {
-		uint64_t c = thread_cpu_ns() - c0;
+		uint64_t c1 = thread_cpu_ns(); /* 0: the clock failed */
 
-		WS_ADD(sampled, 1);
-		WS_ADD(sleep_cpu_ns, (unsigned long)c);
-		sg_spin_cost((unsigned long)c);
+		if (c1 > c0) {
+			WS_ADD(sampled, 1);
+			WS_ADD(sleep_cpu_ns, (unsigned long)(c1 - c0));
+			sg_spin_cost((unsigned long)(c1 - c0));
+		}
 	}
 	if (max && r >= 0) { /* woken, or timed out: how long did it take? */
 		WS_ADD(slept_us, (unsigned long)(shim_now_us() - t0));
