@@ -140,6 +140,18 @@ static inline double cpu_s(void)
 	return (double)(u + s) / 1e6;
 }
 
+/* Context switches of this process so far: voluntary (it slept) and
+ * involuntary (preempted, or a sched_yield that let another task run). */
+static inline void csw(uint64_t *vol, uint64_t *invol)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		die("getrusage");
+	*vol = (uint64_t)ru.ru_nvcsw;
+	*invol = (uint64_t)ru.ru_nivcsw;
+}
+
 /* Room for n more fds (the shim may hold a few per RDMA connection). */
 static inline void raise_nofile(rlim_t n)
 {

@@ -7,12 +7,15 @@
  *       listen (PORT 0 = ephemeral), print "ready PORT", then serve
  *       connections one after the other until killed or N were served;
  *       --verbose/--json: a line per connection with its round trips and
- *       the server's CPU time (user + sys, warm-up included)
+ *       the server's CPU time (user + sys, warm-up included) and its
+ *       context switches per round trip: voluntary (sleeps) and not
+ *       (preemptions, yields that let another task run)
  *   pingpong client ADDR PORT --size N (--iters N | --seconds S)
  *                   [--warmup N] [--gap-us N] [--bind LOCAL_ADDR] [--json]
  *       send N bytes, wait for N bytes back, repeat; print round trips/s,
  *       latency percentiles and the client's CPU time (user + sys) over the
- *       timed round trips; --json adds one JSON line (the last line);
+ *       timed round trips; --json adds one JSON line (the last line), with
+ *       the client's context switches per round trip as the server's;
  *       --bind: connect from LOCAL_ADDR (port 0); --gap-us: sleep that long
  *       before each timed round trip (an idle-ish peer: the server's CPU per
  *       round trip then shows what its waits cost; latencies exclude the
@@ -54,12 +57,13 @@ static void set_nodelay(int fd)
 static void serve_one(int fd, unsigned long idx, bool verbose, bool json)
 {
 	uint32_t hdr[2];
-	uint64_t n = 0;
+	uint64_t n = 0, v0, i0, v1, i1;
 	double c0 = cpu_s(), cpu;
 	char *buf;
 	int r;
 
 	set_nodelay(fd);
+	csw(&v0, &i0);
 	r = recv_all(fd, hdr, sizeof(hdr));
 	if (r <= 0 || hdr[0] != PP_MAGIC || !hdr[1] || hdr[1] > PP_MAX_SIZE) {
 		fprintf(stderr, "%s: connection %lu: bad header\n", prog, idx);
@@ -82,15 +86,19 @@ static void serve_one(int fd, unsigned long idx, bool verbose, bool json)
 		fprintf(stderr, "%s: connection %lu: %s\n", prog, idx,
 			strerror(errno));
 	cpu = cpu_s() - c0;
+	csw(&v1, &i1);
 	if (verbose)
 		printf("connection %lu: %llu round trips of %u B, cpu %.3f s\n",
 		       idx, (unsigned long long)n, (unsigned)hdr[1], cpu);
 	if (json)
 		printf("{\"bench\":\"pingpong\",\"side\":\"server\","
 		       "\"connection\":%lu,\"size\":%u,\"round_trips\":%llu,"
-		       "\"cpu_s\":%.6f,\"cpu_us_per_rt\":%.4f}\n",
+		       "\"cpu_s\":%.6f,\"cpu_us_per_rt\":%.4f,"
+		       "\"vcsw_per_rt\":%.3f,\"ivcsw_per_rt\":%.3f}\n",
 		       idx, (unsigned)hdr[1], (unsigned long long)n, cpu,
-		       n ? cpu * 1e6 / (double)n : 0.0);
+		       n ? cpu * 1e6 / (double)n : 0.0,
+		       n ? (double)(v1 - v0) / (double)n : 0.0,
+		       n ? (double)(i1 - i0) / (double)n : 0.0);
 	fflush(stdout);
 	free(buf);
 }
@@ -137,7 +145,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	double seconds = 0, sum = 0, elapsed, c0, cpu;
 	bool json = false;
 	const char *bind_addr = NULL;
-	uint64_t *lat, t0, tprev, deadline = 0;
+	uint64_t *lat, t0, tprev, deadline = 0, v0, i0, v1, i1;
 	uint32_t hdr[2];
 	char *buf;
 	int fd;
@@ -193,6 +201,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 			die("warmup round trip");
 
 	c0 = cpu_s();
+	csw(&v0, &i0);
 	t0 = tprev = now_ns();
 	if (seconds)
 		deadline = t0 + (uint64_t)(seconds * 1e9);
@@ -225,6 +234,7 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 	}
 	elapsed = (double)(now_ns() - t0) / 1e9;
 	cpu = cpu_s() - c0;
+	csw(&v1, &i1);
 	close(fd);
 
 	for (uint64_t i = 0; i < done; i++)
@@ -256,12 +266,15 @@ static int run_client(const char *addr, const char *port, int argc, char **argv)
 			       "\"p50_us\":%.3f,\"p99_us\":%.3f,"
 			       "\"p999_us\":%.3f,\"max_us\":%.3f,"
 			       "\"mean_us\":%.3f,\"cpu_s\":%.6f,"
-			       "\"cpu_us_per_rt\":%.4f}\n",
+			       "\"cpu_us_per_rt\":%.4f,\"vcsw_per_rt\":%.3f,"
+			       "\"ivcsw_per_rt\":%.3f}\n",
 			       addr, atoi(port), (unsigned long long)size,
 			       (unsigned long long)warmup,
 			       (unsigned long long)done, elapsed, rate, mn, p50,
 			       p99, p999, mx, mean, cpu,
-			       cpu * 1e6 / (double)done);
+			       cpu * 1e6 / (double)done,
+			       (double)(v1 - v0) / (double)done,
+			       (double)(i1 - i0) / (double)done);
 	}
 	free(lat);
 	free(buf);

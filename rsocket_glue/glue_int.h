@@ -140,12 +140,29 @@ int sg_cm_take_end(int fd);
 /*
  * spin.c: how long sg_wait checks before it sleeps, adapted per thread;
  * max is ERDMA_SHIM_POLL_US.  window: this wait's spin, in us (at most
- * max, and within a finite timeout_ms); adapt: after a wait that slept,
- * waited_us in all since its spin began.
+ * the ceiling, and within a finite timeout_ms); adapt: after a wait that
+ * slept, waited_us in all since its spin began; sample: measure this
+ * sleep's CPU time?  cost: what a measured sleep took (the ceiling is
+ * SPIN_COST_X times the thread's recent sleeps', at most max).
  */
-#define SPIN_MIN_US 10 /* a window below it is none */
-#define SPIN_IDLE_X 5  /* a wait over SPIN_IDLE_X x max found the peer idle */
+#define SPIN_MIN_US 10	  /* a window below it is none */
+#define SPIN_IDLE_X 5	  /* a wait over SPIN_IDLE_X x the ceiling: peer idle */
+#define SPIN_COST_X 4	  /* the ceiling: SPIN_COST_X x a sleep's CPU time */
+#define SPIN_SAMPLE 8	  /* one sleep in SPIN_SAMPLE is measured */
+#define SPIN_START_US 100 /* a thread's first window (at most max) */
 long sg_spin_window(unsigned int max, int timeout_ms);
+bool sg_spin_sample(void);
+void sg_spin_cost(unsigned long cpu_ns);
+#ifdef SG_WAITSTATS /* diagnostics: spin.c */
+struct sg_waitstats {
+	unsigned long waits, first, spun, slept, win0, win_us, yields;
+	unsigned long slept_us, grow, shrink, sleep_cpu_ns, sampled;
+};
+extern struct sg_waitstats sg_ws;
+#define WS_ADD(f, v) __atomic_fetch_add(&sg_ws.f, (v), __ATOMIC_RELAXED)
+#else
+#define WS_ADD(f, v) ((void)0)
+#endif
 void sg_spin_adapt(unsigned int max, long waited_us);
 
 #endif

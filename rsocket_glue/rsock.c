@@ -1331,10 +1331,16 @@ static int spin(struct pollfd *fds, nfds_t nfds, long us, int64_t t0)
 {
 	int r;
 
-	for (;;) {
+	for (int k = 0;; k++) {
 		r = sg_poll(fds, nfds, 0);
-		if (r != 0 || us <= 0 || shim_now_us() - t0 >= us)
+		if (r != 0 || us <= 0 || shim_now_us() - t0 >= us) {
+			WS_ADD(yields, (unsigned long)k);
+			if (r > 0)
+				WS_ADD(first, k == 0);
+			if (r > 0)
+				WS_ADD(spun, k > 0);
 			return r;
+		}
 		sched_yield();
 	}
 }
@@ -1452,6 +1458,16 @@ out:
 	return r;
 }
 
+/* This thread's CPU time, ns (a system call: only on the sleep path). */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int sg_wait(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 {
 	return sg_wait_masked(fds, nfds, timeout_ms, NULL);
@@ -1462,6 +1478,8 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 {
 	unsigned int max = shim_cfg.poll_us;
 	int64_t t0 = 0;
+	uint64_t c0 = 0;
+	bool sample;
 	long left_us;
 	int r;
 
@@ -1469,9 +1487,22 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		return sg_poll(fds, nfds, 0);
 	if (max)
 		t0 = shim_now_us();
-	r = spin(fds, nfds, max ? sg_spin_window(max, timeout_ms) : 0, t0);
+	{
+		long win = max ? sg_spin_window(max, timeout_ms) : 0;
+
+		WS_ADD(waits, 1);
+		WS_ADD(win0, win == 0);
+		WS_ADD(win_us, (unsigned long)win);
+		r = spin(fds, nfds, win, t0);
+	}
 	if (r != 0)
 		return r;
+	WS_ADD(slept, 1);
+	/* what this thread's sleeps cost it, now and then (spin.c) */
+	sample = max && sg_spin_sample();
+	if (sample)
+		c0 = thread_cpu_ns();
+	sample = sample && c0; /* no CPU clock: no figure, not a 0 one */
 	if (timeout_ms < 0) {
 		/* 0: woken with nothing for the caller (a cancel the thread
 		 * does not act on, an rdma_cm event that was not the end) */
@@ -1492,7 +1523,18 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 					      mask);
 		} while (r == -EINPROGRESS);
 	}
-	if (max && r >= 0) /* woken, or timed out: how long did it take? */
+	if (sample && r >= 0) {
+		uint64_t c1 = thread_cpu_ns(); /* 0: the clock failed */
+
+		if (c1 > c0) {
+			WS_ADD(sampled, 1);
+			WS_ADD(sleep_cpu_ns, (unsigned long)(c1 - c0));
+			sg_spin_cost((unsigned long)(c1 - c0));
+		}
+	}
+	if (max && r >= 0) { /* woken, or timed out: how long did it take? */
+		WS_ADD(slept_us, (unsigned long)(shim_now_us() - t0));
 		sg_spin_adapt(max, (long)(shim_now_us() - t0));
+	}
 	return r;
 }

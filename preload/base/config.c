@@ -68,9 +68,12 @@ void shim_config_defaults(struct shim_config *c)
 	c->connect_timeout_ms = 1000;
 	c->negcache_ttl_s = 30;
 	c->port_offset = SHIM_PORT_OFFSET_AUTO;
-	/* Spin this long before a wait sleeps (adaptive, see sg_wait): a sleep
-	 * and its wake-up cost more than a short wait for an active peer. */
-	c->poll_us = 100;
+	/* The most a wait spins before it sleeps: a ceiling only.  The window
+	 * follows what a sleep costs the thread (rsocket_glue/spin.c: about
+	 * 4x its CPU time, tens of us on hardware, hundreds under emulation)
+	 * and adapts to the peer's pace; 100 us, the old fixed value, was
+	 * shorter than an emulated round trip (issue 41). */
+	c->poll_us = 2000;
 	/* RDMA connections' own fds (rsocket_glue/limits.c) may take half
 	 * of RLIMIT_NOFILE: the program keeps the other half, as over TCP. */
 	c->fd_share = 50;

@@ -72,12 +72,14 @@ static struct probe probe(unsigned int max)
 	return p;
 }
 
-/* A thread starts ready to spin: its first window is the maximum. */
+/* A thread starts ready to spin, briefly: its first window is the
+ * maximum or SPIN_START_US, whichever is less. */
 static void test_starts_at_max(void **st)
 {
 	(void)st;
 	assert_int_equal(probe(MAX).first, MAX);
-	assert_int_equal(probe(250000).first, 250000);
+	assert_int_equal(probe(SPIN_START_US / 2).first, SPIN_START_US / 2);
+	assert_int_equal(probe(250000).first, SPIN_START_US);
 }
 
 /* A wait that slept but was short doubles the window, from 0 to
@@ -177,6 +179,71 @@ static void test_per_thread(void **st)
 	assert_int_equal(window(MAX), MAX);
 }
 
+/* The ceiling follows what this thread's sleeps cost: SPIN_COST_X times
+ * their CPU time (a moving average), never above max nor below
+ * SPIN_MIN_US; the idle judgement and the doubling follow it. */
+static void *cost_thread(void *arg)
+{
+	long *got = arg;
+
+	(void)window(1000);
+	sg_spin_cost(50000); /* 50 us a sleep: ceiling 200 */
+	for (int i = 0; i < 8; i++)
+		sg_spin_adapt(1000, 0); /* grows to the ceiling, not max */
+	got[0] = window(1000);
+	sg_spin_adapt(1000, 200L * SPIN_IDLE_X); /* not idle: stays */
+	got[1] = window(1000);
+	sg_spin_adapt(1000, 200L * SPIN_IDLE_X + 1); /* idle: halves */
+	got[2] = window(1000);
+	for (int i = 0; i < 8; i++)
+		sg_spin_cost(1000000); /* 1 ms a sleep: ceiling max */
+	for (int i = 0; i < 8; i++)
+		sg_spin_adapt(1000, 0);
+	got[3] = window(1000);
+	for (int i = 0; i < 32; i++)
+		sg_spin_cost(100); /* 0.1 us: the floor */
+	got[4] = window(1000);
+	got[5] = window(5); /* max still caps */
+	return NULL;
+}
+
+static void test_cost_ceiling(void **st)
+{
+	long got[6];
+	pthread_t th;
+
+	(void)st;
+	assert_int_equal(pthread_create(&th, NULL, cost_thread, got), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(got[0], 50 * SPIN_COST_X);
+	assert_int_equal(got[1], 50 * SPIN_COST_X);
+	assert_int_equal(got[2], 25 * SPIN_COST_X);
+	assert_int_equal(got[3], 1000);
+	assert_int_equal(got[4], SPIN_MIN_US);
+	assert_int_equal(got[5], 5);
+}
+
+/* One sleep in SPIN_SAMPLE is measured, the first included. */
+static void *sample_thread(void *arg)
+{
+	int *n = arg;
+
+	for (int i = 0; i < 3 * SPIN_SAMPLE; i++)
+		*n += sg_spin_sample();
+	return NULL;
+}
+
+static void test_sample_rate(void **st)
+{
+	int n = 0;
+	pthread_t th;
+
+	(void)st;
+	assert_int_equal(pthread_create(&th, NULL, sample_thread, &n), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(n, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -187,6 +254,8 @@ int main(void)
 	    cmocka_unit_test(test_timeout_lowers),
 	    cmocka_unit_test(test_idle_costs_2x_max),
 	    cmocka_unit_test(test_per_thread),
+	    cmocka_unit_test(test_cost_ceiling),
+	    cmocka_unit_test(test_sample_rate),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
