@@ -29,6 +29,18 @@ LABEL = {
 }
 
 
+def phase_mark(v, res, cur):
+    """costops marks its phases with getpgid(1000000 + phase) at a counted
+    loop's start and getpgid(2000000 + phase) at its end: the phase whose
+    system calls are counted now (a new counter at a start), or None."""
+    if 1000000 <= v < 2000000:
+        res[v - 1000000] = collections.Counter()
+        return v - 1000000
+    if 2000000 <= v < 3000000:
+        return None
+    return cur
+
+
 def phases(api, conns):
     """[(k, name, iters, calls)] from costops' output."""
     res = []
@@ -105,12 +117,7 @@ def strace_counts(api, conns):
                 continue
             name, args = m.group(2), m.group(3)
             if name == "getpgid":
-                v = int(re.match(r"\d+", args).group(0))
-                if 1000000 <= v < 2000000:
-                    cur = v - 1000000
-                    res[cur] = collections.Counter()
-                elif 2000000 <= v < 3000000:
-                    cur = None
+                cur = phase_mark(int(re.match(r"\d+", args).group(0)), res, cur)
                 continue
             if cur is None:
                 continue
@@ -140,12 +147,7 @@ def vg_counts(api, conns):
                 continue
             name = m.group(1)
             if name == "getpgid":
-                v = int(m.group(2))
-                if 1000000 <= v < 2000000:
-                    cur = v - 1000000
-                    res[cur] = collections.Counter()
-                elif 2000000 <= v < 3000000:
-                    cur = None
+                cur = phase_mark(int(m.group(2)), res, cur)
                 continue
             if cur is not None:
                 res[cur][name] += 1
