@@ -11,6 +11,7 @@
 #include "compat.h"
 #include "log.h"
 
+#include <limits.h>
 #include <netinet/tcp.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
@@ -1481,6 +1482,7 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	uint64_t c0 = 0;
 	bool sample;
 	long left_us;
+	bool slept = true;
 	int r;
 
 	if (timeout_ms == 0)
@@ -1517,13 +1519,15 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			left_us =
 			    timeout_ms * 1000L - (long)(shim_now_us() - t0);
 			r = 0;
-			if (left_us > 0)
+			slept = left_us > 0;
+			if (slept)
 				r = sleep_fds(fds, nfds,
 					      (int)((left_us + 999) / 1000),
 					      mask);
 		} while (r == -EINPROGRESS);
 	}
-	if (sample && r >= 0) {
+	/* a sleep's cost is sampled only from a sleep that happened */
+	if (sample && slept && r >= 0) {
 		uint64_t c1 = thread_cpu_ns(); /* 0: the clock failed */
 
 		if (c1 > c0) {
@@ -1534,7 +1538,11 @@ int sg_wait_masked(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	}
 	if (max && r >= 0) { /* woken, or timed out: how long did it take? */
 		WS_ADD(slept_us, (unsigned long)(shim_now_us() - t0));
-		sg_spin_adapt(max, (long)(shim_now_us() - t0));
+		/* a wait that timed out found its peers idle for all of it,
+		 * however short the caller's timeout: a loop that polls with
+		 * a short one must not keep its window growing */
+		sg_spin_adapt(max,
+			      r == 0 ? LONG_MAX : (long)(shim_now_us() - t0));
 	}
 	return r;
 }

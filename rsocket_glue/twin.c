@@ -71,21 +71,39 @@ static int ucma_cmd(int fd, unsigned int cmd, const void *in, size_t in_len,
 	return 0;
 }
 
+/* The device's number, from the first open (a chroot or a mount namespace
+ * later may hide the path; the files opened before stay its files). */
+static dev_t ucma_rdev;
+
+/* A file of rdma_cm's, at 3 or above (never where the program's stdio
+ * would be, were 0-2 closed), or -errno. */
 static int ucma_open(void)
 {
-	int fd = open(UCMA_DEV, O_RDWR | O_CLOEXEC | O_NOCTTY);
+	int fd = open(UCMA_DEV, O_RDWR | O_CLOEXEC | O_NOCTTY), d;
+	struct stat sb;
 
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return -errno;
+	if (fd < 3) {
+		d = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 3);
+		REAL(close)(fd);
+		if (d < 0)
+			return -errno;
+		fd = d;
+	}
+	if (fstat(fd, &sb) == 0)
+		__atomic_store_n(&ucma_rdev, sb.st_rdev, __ATOMIC_RELAXED);
+	return fd;
 }
 
 /* Is fd still the reservation's file (or a fork's copy of it)? */
 static bool twin_file(int fd)
 {
-	struct stat sb, dev;
+	struct stat sb;
 
 	return fstat(fd, &sb) == 0 && S_ISCHR(sb.st_mode) &&
 	       REAL(fcntl)(fd, F_GETSIG) == TWIN_MARK &&
-	       stat(UCMA_DEV, &dev) == 0 && dev.st_rdev == sb.st_rdev;
+	       sb.st_rdev == __atomic_load_n(&ucma_rdev, __ATOMIC_RELAXED);
 }
 
 int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, int *fdp,
@@ -139,7 +157,8 @@ int sg_twin_free(int fd, uint32_t id)
 	mine = ucma_open();
 	if (mine < 0)
 		return mine;
-	/* ENOENT: a sibling took it first (or it went with its file) */
+	/* an error (EINVAL: the id is in another file now): a sibling
+	 * took it first, or it went with its file */
 	r = ucma_cmd(mine, RDMA_USER_CM_CMD_MIGRATE_ID, &m, sizeof(m),
 		     sizeof(mresp));
 	if (r == 0)
