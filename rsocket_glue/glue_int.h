@@ -82,7 +82,9 @@ static inline void *sg_next_sym(void **slot, const char *name)
  * nothing: its handlers wait for the call's end anyway (base/sigdefer.c):
  * the mask comes back before the call leaves librdmacm, so a signal that
  * waited meanwhile is queued there and runs where any other would; a
- * process-directed one may go to another thread instead.
+ * process-directed one may go to another thread instead.  (Two of one
+ * standard signal that come while it is blocked are one, as the kernel
+ * merges any blocked standard signal; real-time ones all arrive.)
  */
 #define LIB_CALL_QUIET(expr)                                                   \
 	({                                                                     \
