@@ -29,4 +29,6 @@ void shim_kind_set_ops(int kind, const struct shim_kind_ops *ops)
 		o->fork_child = ops->fork_child;
 	if (ops->last_fd)
 		o->last_fd = ops->last_fd;
+	if (ops->guarded)
+		o->guarded = ops->guarded;
 }

@@ -148,6 +148,29 @@ static void test_ops(void **state)
 	assert_null(shim_kind_ops(-1)->fork_child);
 }
 
+/* Every slot the table has is one set_ops copies: a slot added to struct
+ * shim_kind_ops but not to set_ops would stay NULL, and the kind's
+ * operation would never run (a listener's 'guarded' once did not). */
+static void test_ops_every_slot(void **state)
+{
+	enum { N = sizeof(struct shim_kind_ops) / sizeof(shim_kind_fn *) };
+
+	(void)state;
+	_Static_assert(sizeof(struct shim_kind_ops) ==
+			   N * sizeof(shim_kind_fn *),
+		       "struct shim_kind_ops holds only operations");
+	for (size_t i = 0; i < N; i++) {
+		struct shim_kind_ops in = {0};
+		const struct shim_kind_ops *out;
+
+		((shim_kind_fn **)&in)[i] = on_fork_child;
+		shim_kind_set_ops(SHIM_SK_RELAY, &in);
+		out = shim_kind_ops(SHIM_SK_RELAY);
+		assert_ptr_equal(((shim_kind_fn *const *)out)[i],
+				 on_fork_child);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -156,6 +179,7 @@ int main(void)
 	    cmocka_unit_test(test_rules),
 	    cmocka_unit_test(test_old_sets),
 	    cmocka_unit_test(test_ops),
+	    cmocka_unit_test(test_ops_every_slot),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
