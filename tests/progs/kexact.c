@@ -73,6 +73,17 @@ static const char *dur(int64_t ms)
 	return "later";
 }
 
+/* Join th, waiting at most secs: 0, or the error (ETIMEDOUT: it runs
+ * on, and the case says so rather than hang the suite). */
+static int join_within(pthread_t th, int secs)
+{
+	struct timespec dl;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += secs;
+	return pthread_timedjoin_np(th, NULL, &dl);
+}
+
 /* "N" for a count, or the errno name. */
 static const char *rstr(long r, char *buf, size_t len)
 {
@@ -682,7 +693,6 @@ static void cancel_in(const char *what, void *(*fn)(void *))
 {
 	struct timeval tv = {3, 0};
 	struct epoll_event ev = {.events = EPOLLIN};
-	struct timespec dl;
 	struct pair p;
 	pthread_t th;
 	int arg[2], r;
@@ -697,9 +707,7 @@ static void cancel_in(const char *what, void *(*fn)(void *))
 	pthread_create(&th, NULL, fn, arg);
 	t0 = tl_now_ms();
 	pthread_cancel(th);
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 3;
-	r = pthread_timedjoin_np(th, NULL, &dl);
+	r = join_within(th, 3);
 	say("cancel a thread blocked in %s -> %s after %s", what,
 	    r ? "not joined" : "joined", dur(tl_now_ms() - t0));
 	close(arg[1]);
@@ -729,7 +737,6 @@ static long cpu_ms(void)
 static void case_cancel(void)
 {
 	struct timeval tv = {3, 0};
-	struct timespec dl;
 	struct pair p1, p2;
 	struct later l;
 	pthread_t th;
@@ -742,9 +749,7 @@ static void case_cancel(void)
 	pthread_create(&th, NULL, recv_main, &p1.s);
 	t0 = tl_now_ms();
 	pthread_cancel(th);
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 3;
-	r = pthread_timedjoin_np(th, NULL, &dl);
+	r = join_within(th, 3);
 	say("cancel a thread blocked in recv -> %s after %s",
 	    r ? "not joined" : "joined", dur(tl_now_ms() - t0));
 	later_start(&l, p2.c, "x", 500);
@@ -799,7 +804,6 @@ static void *poll_pending_main(void *arg)
  */
 static void cancel_pending(void)
 {
-	struct timespec dl;
 	struct pending pe;
 	struct pair p;
 	pthread_t th;
@@ -816,9 +820,7 @@ static void cancel_pending(void)
 	t0 = tl_now_ms();
 	pthread_cancel(th);
 	pthread_barrier_wait(&pe.b);
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 3;
-	r = pthread_timedjoin_np(th, NULL, &dl);
+	r = join_within(th, 3);
 	say("cancel pending as a thread calls poll (10 s) -> %s after %s, "
 	    "lowest free fd %s",
 	    r ? "not joined" : "joined", dur(tl_now_ms() - t0),
@@ -966,7 +968,6 @@ static void case_longjmp(void)
 {
 	struct sigaction sa = {.sa_handler = on_jump};
 	struct sockaddr_in la;
-	struct timespec dl;
 	struct jumper j;
 	pthread_t th;
 
@@ -976,9 +977,7 @@ static void case_longjmp(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGALRM, &sa, NULL);
 	pthread_create(&th, NULL, jumper_main, &j);
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 20;
-	if (pthread_timedjoin_np(th, NULL, &dl))
+	if (join_within(th, 20))
 		say("that thread did not end");
 	uncatch(SIGALRM);
 	jumped_close("recv", &j.a);
@@ -2378,7 +2377,6 @@ static void cmask_one(struct pair *p, int ep, bool epoll, bool pending)
 			  .pending = pending,
 			  .usr1 = -1,
 			  .usr2 = -1};
-	struct timespec dl;
 	pthread_t th;
 	int r;
 
@@ -2391,9 +2389,7 @@ static void cmask_one(struct pair *p, int ep, bool epoll, bool pending)
 	pthread_cancel(th);
 	if (pending)
 		pthread_barrier_wait(&c.b);
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 3;
-	r = pthread_timedjoin_np(th, NULL, &dl);
+	r = join_within(th, 3);
 	say("cancel %s %s (mask SIGUSR1, the thread's SIGUSR2) -> %s; its "
 	    "cleanup sees SIGUSR1 %s, SIGUSR2 %s",
 	    pending ? "pending as a thread calls" : "a thread waiting in",
