@@ -424,7 +424,7 @@ static int connect_async(int fd, struct shim_sock *s,
 
 /*
  * A TCP-level protection set on a client socket before its connect (the
- * options of listen_guarded (socket.c): TCP-MD5 or TCP-AO keys, a socket
+ * options sockopt.c's guard_opt names: TCP-MD5 or TCP-AO keys, a socket
  * filter, a device binding) holds on the kernel's connection only: over RDMA
  * the bytes would go unsigned, unfiltered, on whatever device routes there.
  * Such a connect is the kernel's, in every mode.  The name of the
@@ -446,14 +446,15 @@ static int guarded_connect(int fd, const struct sockaddr_storage *dst,
 	char abuf[64];
 	int r;
 
+	addr_str(dst, abuf, sizeof(abuf));
 	/* one info line per process; each connect's at debug */
 	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
 		shim_info("fd %d -> %s: TCP (%s set on the socket: RDMA would "
 			  "bypass it)",
-			  fd, addr_str(dst, abuf, sizeof(abuf)), why);
+			  fd, abuf, why);
 	else
-		shim_dbg("fd %d -> %s: TCP (%s set on the socket)", fd,
-			 addr_str(dst, abuf, sizeof(abuf)), why);
+		shim_dbg("fd %d -> %s: TCP (%s set on the socket)", fd, abuf,
+			 why);
 	shim_fd_install(fd, NULL); /* a plain kernel socket from here on */
 	r = REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 	if (r == 0 || r == -EINPROGRESS)
