@@ -2297,6 +2297,78 @@ static void case_trunc_timeo(void)
 }
 
 /*
+ * A serial server: it accepts a connection and reads it to its end before
+ * it accepts the next.  The client connects twice and writes on its second
+ * connection first.  Over TCP both connects complete in the kernel without
+ * the server program (connect never waits for accept), so this finishes;
+ * a transport whose connect or first send waited for the server's accept
+ * would hang here (docs/security.md, the bound handshake's plan).
+ */
+struct serial {
+	pthread_t th;
+	char got[2][8];
+};
+
+static void *serial_main(void *arg)
+{
+	struct serial *sv = arg;
+
+	for (int k = 0; k < 2; k++) {
+		int fd = accept_wait();
+		size_t n = 0;
+		ssize_t r = 1;
+
+		/* the first to its end; the second until its 3 bytes */
+		while (fd >= 0 && r > 0 &&
+		       n < (k ? 3 : sizeof(sv->got[k]) - 1)) {
+			r = recv(fd, sv->got[k] + n, sizeof(sv->got[k]) - 1 - n,
+				 0);
+			n += r > 0 ? (size_t)r : 0;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	return NULL;
+}
+
+static void case_serial(void)
+{
+	struct serial sv = {0};
+	int c[2] = {-1, -1};
+	bool ok = true;
+
+	for (int k = 0; k < 2 && ok; k++) {
+		c[k] = socket(AF_INET, SOCK_STREAM, 0);
+		ok = c[k] >= 0 && connect(c[k], (struct sockaddr *)&laddr,
+					  sizeof(laddr)) == 0;
+	}
+	if (!ok) {
+		say("connect: %s", tl_en(errno));
+		goto out;
+	}
+	pthread_create(&sv.th, NULL, serial_main, &sv);
+	ok = send(c[1], "two", 3, 0) == 3 && send(c[0], "one", 3, 0) == 3;
+	close(c[0]);
+	c[0] = -1;
+	if (join_within(sv.th, 10)) {
+		/* it waits on the second connection's end: give it */
+		say("two connects, the second written first, a serial "
+		    "server -> hung");
+		close(c[1]);
+		c[1] = -1;
+		pthread_join(sv.th, NULL);
+		goto out;
+	}
+	say("two connects, the second written first, a serial server -> "
+	    "sends %s, first accepted '%s', second '%s'",
+	    ok ? "ok" : tl_en(errno), sv.got[0], sv.got[1]);
+out:
+	for (int k = 0; k < 2; k++)
+		if (c[k] >= 0)
+			close(c[k]);
+}
+
+/*
  * pthread_cancel of a thread in ppoll/epoll_pwait given a mask (SIGUSR1;
  * the thread's own blocks SIGUSR2): cancelled while it waits, its cleanup
  * handlers run with the wait's mask (the kernel's call replaced the
@@ -2451,6 +2523,7 @@ static const struct {
     {"bufsz", case_bufsz},
     {"trunc-timeo", case_trunc_timeo},
     {"cancel-mask", case_cancel_mask},
+    {"serial", case_serial},
 };
 
 static void *watchdog(void *arg)
