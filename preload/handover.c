@@ -767,6 +767,7 @@ struct twin_entry {
 	unsigned long long ino; /* the listening socket's */
 	int fd;			/* the reservation's file; -1: not one */
 	uint32_t id;
+	struct shim_sock *s; /* the listener that took it */
 };
 
 /* Has s an fd that an exec keeps? */
@@ -843,7 +844,7 @@ static bool parse_twin(const char *e, struct twin_entry *t)
 
 /* fd, socket ino of t: an eligible TCP listener carrying t's reservation.
  * Its listen() keeps it (socket.c, twin_reserve), its close drops it. */
-static bool twin_adopt(int fd, const struct twin_entry *t)
+static struct shim_sock *twin_adopt(int fd, const struct twin_entry *t)
 {
 	int dom = 0, type = 0, proto = 0, acc = 0, fl;
 	socklen_t l = sizeof(int);
@@ -855,10 +856,10 @@ static bool twin_adopt(int fd, const struct twin_entry *t)
 	    REAL(getsockopt)(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) < 0 ||
 	    (dom != AF_INET && dom != AF_INET6) || type != SOCK_STREAM ||
 	    proto != IPPROTO_TCP || !acc)
-		return false;
+		return NULL;
 	s = shim_sock_new(SHIM_SK_TCP, dom);
 	if (!s)
-		return false;
+		return NULL;
 	fl = REAL(fcntl)(fd, F_GETFL);
 	s->nonblock = fl >= 0 && (fl & O_NONBLOCK);
 	s->twin = t->fd + 1;
@@ -867,7 +868,7 @@ static bool twin_adopt(int fd, const struct twin_entry *t)
 	shim_dbg("fd %d: its RDMA port's reservation kept across exec "
 		 "(rdma_cm file at fd %d)",
 		 fd, t->fd);
-	return true;
+	return s;
 }
 
 /* At start-up: the reservations this image was started with. */
@@ -884,6 +885,7 @@ static void twins_import(void)
 	for (const char *e = env; e && *e && n < TWINS_MAX;) {
 		const char *end = strchr(e, ';');
 
+		t[n].s = NULL;
 		if (parse_twin(e, &t[n])) {
 			/* a number named twice is one file */
 			for (unsigned int i = 0; i < n; i++)
@@ -901,7 +903,7 @@ static void twins_import(void)
 		return;
 	/* the sockets that are open (fd 2 left out, as in relayed_import) */
 	d = shim_cfg.mode == SHIM_MODE_OFF ? NULL : opendir("/proc/self/fd");
-	while (d && left && (de = readdir(d))) {
+	while (d && (de = readdir(d))) {
 		const char *nm = de->d_name;
 		int fd = (int)dec(&nm, 1 << 20);
 		struct stat sb;
@@ -909,20 +911,25 @@ static void twins_import(void)
 		if (fd < 0 || *nm || fd == 2 || fd == dirfd(d) ||
 		    fstat(fd, &sb) < 0 || !S_ISSOCK(sb.st_mode))
 			continue;
-		for (unsigned int i = 0; i < n; i++)
-			if (t[i].fd >= 0 && t[i].ino == sb.st_ino) {
-				if (twin_adopt(fd, &t[i])) {
-					t[i].fd = -1;
-					left--;
-				}
-				break;
+		for (unsigned int i = 0; i < n; i++) {
+			if (t[i].fd < 0 || t[i].ino != sb.st_ino)
+				continue;
+			if (t[i].s) {
+				/* another fd of the listener (a dup): one
+				 * sock, as dup makes it */
+				shim_sock_get(t[i].s);
+				shim_fd_install(fd, t[i].s);
+			} else {
+				t[i].s = twin_adopt(fd, &t[i]);
 			}
+			break;
+		}
 	}
 	if (d)
 		closedir(d);
 	/* no listener of this image's has them: the port is free of it */
 	for (unsigned int i = 0; i < n; i++)
-		if (t[i].fd >= 0)
+		if (t[i].fd >= 0 && !t[i].s)
 			sg_twin_close(t[i].fd);
 }
 

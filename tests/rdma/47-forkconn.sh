@@ -37,7 +37,9 @@ HANDED=$N one py-forking python3 "$PY" "$IP0"
 # leaves open): the parent listens (its listen() reserves the RDMA twin
 # port), forks a child that execs a new image (tests/rdma/lib/supervise.py
 # again) which calls listen() again on the inherited listener and serves
-# it, while the parent lives on and never accepts.  The reservation goes
+# it, while the parent lives on and never accepts.  Two listeners go across
+# (the second listened on again, never served), the served one at another
+# fd number than the parent's (a dup, the original closed).  The reservation goes
 # across the exec (LIBERDMA_SHIM_TWINS): the child's image adopts it at its
 # listen() and its door takes the port, so the shimmed client (require) is
 # served over RDMA, byte-exact.  Before, the child's listen() was the
