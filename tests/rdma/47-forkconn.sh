@@ -46,13 +46,17 @@ HANDED=$N one py-forking python3 "$PY" "$IP0"
 # kernel's (the shim never saw that socket made) and a client under require
 # was refused.
 one supervise python3 "$(dirname "$0")/lib/supervise.py" "$IP0"
-if ! grep -q 'reservation kept across exec' "$WORK/supervise-s.srv"; then
-	echo "FAIL supervise: the exec'd image did not adopt the parent's reservation"
+kept=$(grep -c 'reservation kept across exec' "$WORK/supervise-s.srv" || true)
+if [ "$kept" != 2 ]; then
+	echo "FAIL supervise: the exec'd image took $kept of the parent's 2 reservations"
 	tail -n 6 "$WORK/supervise-s.srv" | sed 's/^/    srv| /'
 	fails=$((fails + 1))
-elif grep -q 'is held by' "$WORK/supervise-s.srv"; then
-	echo "FAIL supervise: $(grep -m1 'is held by' "$WORK/supervise-s.srv")"
+elif grep -q 'is held by' "$WORK/supervise-s.srv" ||
+	! grep -q 'listening on TCP and RDMA' "$WORK/supervise-s.srv"; then
+	echo "FAIL supervise: the exec'd image's door: $(grep -m1 'is held by\|listening on' "$WORK/supervise-s.srv")"
 	fails=$((fails + 1))
+else
+	echo "PASS supervise: both reservations kept across the exec, the re-listened one's door opened on them"
 fi
 
 # The client side: connect, fork, the child asks and checks while the parent
