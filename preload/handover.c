@@ -45,6 +45,9 @@
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
 #include <dirent.h>
+#include <limits.h>
+#include <stdint.h>
+#include <sys/stat.h>
 
 struct relay {
 	struct shim_sock *s; /* the connection: a reference, for its rsocket */
@@ -533,32 +536,37 @@ static bool lo_ports(int fd, uint16_t *port, uint16_t *peer, int *family)
 }
 
 /*
- * Put RELAYED_ENV=val in this fork child's environment, without setenv:
- * glibc's environment lock is not reset at fork, and another thread of the
- * parent may have held it then.  The child is single-threaded here; a new
- * array replaces environ (the old one is left as it was, so a copy of it
- * the program kept stays valid, only without the entry).
+ * Put name=val in this fork child's environment (val NULL: only take name
+ * out), without setenv: glibc's environment lock is not reset at fork, and
+ * another thread of the parent may have held it then.  The child is
+ * single-threaded here; a new array replaces environ (the old one is left
+ * as it was, so a copy of it the program kept stays valid, only without
+ * the entry).
  */
-static void relayed_env_put(const char *val)
+static void child_env_put(const char *name, const char *val)
 {
-	size_t n = 0, j = 0, klen = strlen(RELAYED_ENV "=");
-	char **e, *kv;
+	size_t n = 0, j = 0, klen = strlen(name);
+	char **e, *kv = NULL;
 
 	while (environ && environ[n])
 		n++;
 	e = malloc((n + 2) * sizeof(*e));
-	kv = malloc(klen + strlen(val) + 1);
-	if (!e || !kv) {
+	if (val)
+		kv = malloc(klen + 1 + strlen(val) + 1);
+	if (!e || (val && !kv)) {
 		free(e);
 		free(kv);
 		return;
 	}
-	memcpy(kv, RELAYED_ENV "=", klen);
-	strcpy(kv + klen, val);
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], RELAYED_ENV "=", klen))
+		if (strncmp(environ[i], name, klen) || environ[i][klen] != '=')
 			e[j++] = environ[i];
-	e[j++] = kv;
+	if (kv) {
+		memcpy(kv, name, klen);
+		kv[klen] = '=';
+		strcpy(kv + klen + 1, val);
+		e[j++] = kv;
+	}
 	e[j] = NULL;
 	environ = e;
 }
@@ -590,7 +598,7 @@ static void relayed_export(void)
 		n++;
 	}
 	if (n)
-		relayed_env_put(buf);
+		child_env_put(RELAYED_ENV, buf);
 }
 
 static bool parse_addr(const char *ip, unsigned long port,
@@ -615,19 +623,23 @@ static bool parse_addr(const char *ip, unsigned long port,
 	return false;
 }
 
-/* A decimal of at most max at *s, moved past its digits; -1 if none.  (Not
- * strtoul or atoi: this runs at start-up, maybe inside a sanitizer's own
- * start, whose interceptors of those abort then.) */
-static long dec(const char **s, long max)
+/* A decimal of at most max at *s, moved past its digits; -1 if none or
+ * more.  (Not strtoul or atoi: this runs at start-up, maybe inside a
+ * sanitizer's own start, whose interceptors of those abort then.) */
+static long long dec(const char **s, long long max)
 {
-	long v = 0;
+	long long v = 0;
 	int n = 0;
 
-	while (**s >= '0' && **s <= '9' && n < 6) {
-		v = v * 10 + (*(*s)++ - '0');
+	while (**s >= '0' && **s <= '9') {
+		int d = *(*s)++ - '0';
+
+		if (v > (max - d) / 10)
+			return -1;
+		v = v * 10 + d;
 		n++;
 	}
-	return n && v <= max ? v : -1;
+	return n ? v : -1;
 }
 
 /* One "lo_port,lo_peer,local,lport,peer,pport" entry, ending at ';' or
@@ -635,7 +647,7 @@ static long dec(const char **s, long max)
 static bool parse_entry(const char *e, struct relayed *r)
 {
 	char ip[2][INET6_ADDRSTRLEN];
-	long lp, pp, p[2];
+	long long lp, pp, p[2];
 	const char *q = e;
 
 	lp = dec(&q, 65535);
@@ -730,6 +742,203 @@ static void relayed_import(void)
 			 adopted, adopted == 1 ? "" : "s");
 }
 
+/*
+ * A listener's twin reservation across exec (socket.c, twin_reserve;
+ * docs/security.md, "Ports and peers").  A supervisor listens, forks, and
+ * its child execs a server image that calls listen() again on the
+ * inherited listener, while the supervisor keeps its copy and never
+ * accepts: the reservation, close-on-exec and still the supervisor's,
+ * would keep the child's door off the port.  So a fork child whose
+ * listener will survive an exec (an fd of it not close-on-exec) keeps its
+ * copy of the reservation's file across the exec too (this fd only: the
+ * parent's stays close-on-exec) and names it in its environment -- the
+ * listening socket's inode (not its fd number, which the program may move),
+ * the file's fd, the id -- and an image started with it takes the file
+ * back (close-on-exec again) and puts it on the socket with that inode, as
+ * an eligible TCP socket, so its listen() keeps it instead of reserving
+ * anew and its door's opener frees it as any.  Files no socket matches
+ * are closed.  An image without the shim (or a setuid one) keeps the file
+ * unused, its fd open, holding the reservation while it lives.
+ */
+#define TWINS_ENV "LIBERDMA_SHIM_TWINS"
+#define TWINS_MAX 64
+
+struct twin_entry {
+	unsigned long long ino; /* the listening socket's */
+	int fd;			/* the reservation's file; -1: not one */
+	uint32_t id;
+	struct shim_sock *s; /* the listener that took it */
+};
+
+/* Has s an fd that an exec keeps? */
+static bool survives_exec(const struct shim_sock *s, unsigned int span)
+{
+	for (unsigned int fd = 0; fd < span; fd++) {
+		int fl;
+
+		if (shim_fd_get((int)fd) == s &&
+		    (fl = REAL(fcntl)((int)fd, F_GETFD)) >= 0 &&
+		    !(fl & FD_CLOEXEC))
+			return true;
+	}
+	return false;
+}
+
+/* In a fork child: the reservations its exec'd image may keep. */
+static void twins_export(void)
+{
+	unsigned int span = shim_fdtable_span(), n = 0;
+	const struct shim_sock *seen[TWINS_MAX];
+	char buf[TWINS_MAX * 48] = "";
+	size_t used = 0;
+
+	for (unsigned int fd = 0; fd < span && n < TWINS_MAX; fd++) {
+		struct shim_sock *s = shim_fd_get((int)fd);
+		struct stat sb;
+		bool dup = false;
+		int w;
+
+		/* a listener, or an eligible socket adopted at start-up */
+		if (!s || !s->twin ||
+		    (shim_kind(s) != SHIM_SK_LISTEN &&
+		     shim_kind(s) != SHIM_SK_TCP))
+			continue;
+		for (unsigned int i = 0; i < n; i++)
+			dup |= seen[i] == s;
+		if (dup || fstat((int)fd, &sb) < 0 || !S_ISSOCK(sb.st_mode) ||
+		    !survives_exec(s, span) || sg_twin_pass(s->twin - 1) < 0)
+			continue;
+		w = snprintf(buf + used, sizeof(buf) - used, "%s%llu,%d,%u",
+			     n ? ";" : "", (unsigned long long)sb.st_ino,
+			     s->twin - 1, s->twin_id);
+		if (w < 0 || (size_t)w >= sizeof(buf) - used)
+			break;
+		used += (size_t)w;
+		seen[n++] = s;
+	}
+	if (n)
+		child_env_put(TWINS_ENV, buf);
+	else if (getenv(TWINS_ENV))
+		child_env_put(TWINS_ENV, NULL); /* an older image's: stale */
+}
+
+/* One "ino,fd,id" entry, ending at ';' or the end; false: malformed. */
+static bool parse_twin(const char *e, struct twin_entry *t)
+{
+	long long ino, fd, id;
+
+	ino = dec(&e, LLONG_MAX);
+	if (ino < 0 || *e++ != ',')
+		return false;
+	fd = dec(&e, INT_MAX);
+	if (fd < 0 || *e++ != ',')
+		return false;
+	id = dec(&e, UINT32_MAX);
+	if (id < 0 || (*e && *e != ';'))
+		return false;
+	t->ino = (unsigned long long)ino;
+	t->fd = (int)fd;
+	t->id = (uint32_t)id;
+	return true;
+}
+
+/* fd, socket ino of t: an eligible TCP listener carrying t's reservation.
+ * Its listen() keeps it (socket.c, twin_reserve), its close drops it. */
+static struct shim_sock *twin_adopt(int fd, const struct twin_entry *t)
+{
+	int dom = 0, type = 0, proto = 0, acc = 0, fl;
+	socklen_t l = sizeof(int);
+	struct shim_sock *s;
+
+	if (REAL(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0 ||
+	    REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 ||
+	    REAL(getsockopt)(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) < 0 ||
+	    REAL(getsockopt)(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) < 0 ||
+	    (dom != AF_INET && dom != AF_INET6) || type != SOCK_STREAM ||
+	    proto != IPPROTO_TCP || !acc)
+		return NULL;
+	s = shim_sock_new(SHIM_SK_TCP, dom);
+	if (!s)
+		return NULL;
+	fl = REAL(fcntl)(fd, F_GETFL);
+	s->nonblock = fl >= 0 && (fl & O_NONBLOCK);
+	s->twin = t->fd + 1;
+	s->twin_id = t->id;
+	shim_fd_install(fd, s);
+	shim_dbg("fd %d: its RDMA port's reservation kept across exec "
+		 "(rdma_cm file at fd %d)",
+		 fd, t->fd);
+	return s;
+}
+
+/* At start-up: the reservations this image was started with. */
+static void twins_import(void)
+{
+	const char *env = getenv(TWINS_ENV);
+	struct twin_entry t[TWINS_MAX];
+	unsigned int n = 0, left = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (shim_cfg.env_ignored || !env)
+		return;
+	for (const char *e = env; e && *e && n < TWINS_MAX;) {
+		const char *end = strchr(e, ';');
+
+		t[n].s = NULL;
+		if (parse_twin(e, &t[n])) {
+			/* a number named twice is one file */
+			for (unsigned int i = 0; i < n; i++)
+				if (t[i].fd == t[n].fd)
+					t[n].fd = -1;
+			/* not the reservation's: left alone */
+			if (t[n].fd >= 0 && sg_twin_take(t[n].fd) < 0)
+				t[n].fd = -1;
+			left += t[n].fd >= 0;
+			n++;
+		}
+		e = end ? end + 1 : NULL;
+	}
+	if (!left)
+		return;
+	/* the sockets that are open (fd 2 left out, as in relayed_import) */
+	d = shim_cfg.mode == SHIM_MODE_OFF ? NULL : opendir("/proc/self/fd");
+	while (d && (de = readdir(d))) {
+		const char *nm = de->d_name;
+		int fd = (int)dec(&nm, 1 << 20);
+		struct stat sb;
+
+		if (fd < 0 || *nm || fd == 2 || fd == dirfd(d) ||
+		    fstat(fd, &sb) < 0 || !S_ISSOCK(sb.st_mode))
+			continue;
+		for (unsigned int i = 0; i < n; i++) {
+			if (t[i].fd < 0 || t[i].ino != sb.st_ino)
+				continue;
+			if (t[i].s) {
+				/* another fd of the listener (a dup): one
+				 * sock, as dup makes it */
+				shim_sock_get(t[i].s);
+				shim_fd_install(fd, t[i].s);
+			} else {
+				t[i].s = twin_adopt(fd, &t[i]);
+			}
+			break;
+		}
+	}
+	if (d)
+		closedir(d);
+	/* no listener of this image's has them: the port is free of it */
+	for (unsigned int i = 0; i < n; i++)
+		if (t[i].fd >= 0 && !t[i].s)
+			sg_twin_close(t[i].fd);
+}
+
+static void handover_start(void)
+{
+	relayed_import();
+	twins_import();
+}
+
 /* In the child: the relays are the parent's (their connections' socks are
  * left unreferenced from here: never freed, their rsockets never closed). */
 static void shim_handover_fork_child(void)
@@ -749,7 +958,8 @@ static void shim_handover_fork_child(void)
 		free(r);
 	}
 	relayed_export();
+	twins_export();
 }
-SHIM_STARTUP(HANDOVER, .start = relayed_import,
+SHIM_STARTUP(HANDOVER, .start = handover_start,
 	     .prepare = shim_handover_prepare, .parent = shim_handover_parent,
 	     .child = shim_handover_fork_child);

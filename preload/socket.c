@@ -225,7 +225,8 @@ static void twin_reserve(struct shim_sock *s, const struct sockaddr *laddr,
 	int fd, r;
 
 	if (s->twin)
-		return; /* listen() again: the one from the first */
+		return; /* listen() again: the one from the first (or from
+			 * before an exec: handover.c, twins_import) */
 	r = sg_twin_reserve(laddr, alen, &fd, &s->twin_id);
 	if (r < 0) {
 		/* taken already (door_taken will name the holder), or no
@@ -506,9 +507,17 @@ static const struct shim_kind_ops listen_ops = {
     .guarded = listen_guarded,
 };
 
+/* An eligible socket holds a reservation only when an exec'd image took
+ * one over for its inherited listener (handover.c, twins_import) and the
+ * program has not called listen() again (yet): it goes with the socket. */
+static const struct shim_kind_ops tcp_ops = {
+    .release = twin_drop,
+};
+
 static void socket_start(void)
 {
 	shim_kind_set_ops(SHIM_SK_LISTEN, &listen_ops);
+	shim_kind_set_ops(SHIM_SK_TCP, &tcp_ops);
 }
 SHIM_STARTUP(SOCKET, .start = socket_start);
 

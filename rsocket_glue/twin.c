@@ -22,8 +22,9 @@
  * file of its own (RDMA_USER_CM_CMD_MIGRATE_ID, which only needs the old
  * file's fd) and destroys it there.  Of several prefork siblings the first
  * takes it; the others find it gone (ENOENT) and the door taken, as before.
- * The file is close-on-exec: an exec'd image opens its door as before,
- * unreserved.
+ * The file is close-on-exec, except in a fork child whose listener goes
+ * across an exec (sg_twin_pass): the new image takes the file back
+ * (sg_twin_take) and its listen() keeps the reservation.
  */
 #include "glue.h"
 #include "log.h"
@@ -177,4 +178,36 @@ void sg_twin_close(int fd)
 	 * fd) and something else have it now */
 	if (twin_file(fd))
 		REAL(close)(fd);
+}
+
+int sg_twin_pass(int fd)
+{
+	int fl;
+
+	if (!twin_file(fd))
+		return -ENOENT;
+	/* FD_CLOEXEC is this fd's, not the file's: the parent's copy stays
+	 * close-on-exec */
+	fl = REAL(fcntl)(fd, F_GETFD);
+	if (fl < 0 || REAL(fcntl)(fd, F_SETFD, fl & ~FD_CLOEXEC) < 0)
+		return -errno;
+	return 0;
+}
+
+int sg_twin_take(int fd)
+{
+	struct stat sb, dev;
+
+	/* a number named in the environment: only rdma_cm's file with the
+	 * mark is a reservation's (a fork's copy of it) */
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	if (!S_ISCHR(sb.st_mode) || stat(UCMA_DEV, &dev) < 0 ||
+	    !S_ISCHR(dev.st_mode) || sb.st_rdev != dev.st_rdev ||
+	    REAL(fcntl)(fd, F_GETSIG) != TWIN_MARK)
+		return -EBADF;
+	if (REAL(fcntl)(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return -errno;
+	__atomic_store_n(&ucma_rdev, sb.st_rdev, __ATOMIC_RELAXED);
+	return 0;
 }

@@ -153,3 +153,47 @@ echo "rc=$rc" >>"$TMP/c.shim.out"
 same "$TMP/c.plain.out" "$TMP/c.shim.out" "passthru_sock under ERDMA_SHIM=bogus"
 [ "$(grep -c '^liberdma_shim\[' "$TMP/c.shim.err")" = 1 ] || { cat "$TMP/c.shim.err" >&2; fail "passthru_sock: want exactly one shim line"; }
 result "passthru_sock under ERDMA_SHIM=bogus: transcript and $(tail -n1 "$TMP/c.shim.out") as without the shim, one stderr line"
+
+# A forged LIBERDMA_SHIM_TWINS (the twin reservations a fork child passes to
+# its exec'd image, preload/handover.c): entries naming the program's own
+# fds that are not a reservation's rdma_cm file (/dev/null, a character
+# device; a pipe's two ends; the listener itself) with the listener's
+# inode, and malformed ones.  Every fd stays open and as it was (its
+# close-on-exec flag too), the listener works as the kernel's, and the
+# shim says nothing.  (Here, without rdma_cm, no fd can pass the check;
+# the bed's tests/rdma/47-forkconn.sh, supervise, has the real ones.)
+twins_case() {
+	local prog='import os, socket
+fl = [os.get_inheritable(fd) for fd in (25, 26, 27, 28)]
+os.write(26, b"x")
+s = socket.socket(fileno=27)
+s.listen(4)
+c = socket.create_connection(s.getsockname()[:2])
+a, _ = s.accept()
+c.sendall(b"ping")
+print(fl, os.read(25, 1), os.fstat(28).st_rdev == os.stat("/dev/null").st_rdev, a.recv(4))'
+	rc=0
+	"$PY" -c 'import os, socket, subprocess, sys
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(4)
+os.dup2(l.fileno(), 27)
+r, w = os.pipe()
+os.dup2(r, 25)
+os.dup2(w, 26)
+os.dup2(os.open("/dev/null", os.O_RDONLY), 28)
+ino = os.fstat(27).st_ino
+env = dict(os.environ)
+if sys.argv[1] == "forged":
+    env["LIBERDMA_SHIM_TWINS"] = ("%d,28,1;%d,26,2;%d,25,3;;x,1,2;%d,27,4;"
+        "1,99999999999999999999,1;%d,28" % (ino, ino, ino, ino, ino))
+sys.exit(subprocess.run(sys.argv[2:], env=env, pass_fds=(25, 26, 27, 28)).returncode)' \
+		"$1" "$PY" -c "$prog" || rc=$?
+	echo "rc=$rc"
+}
+twins_case plain >"$TMP/tw.plain.out" 2>"$TMP/tw.plain.err"
+LD_PRELOAD="$(shim_preload)" twins_case forged >"$TMP/tw.shim.out" 2>"$TMP/tw.shim.err"
+same "$TMP/tw.plain.out" "$TMP/tw.shim.out" "forged LIBERDMA_SHIM_TWINS"
+grep -qx "\[True, True, True, True\] b'x' True b'ping'" "$TMP/tw.shim.out" || { cat "$TMP/tw.shim.out" "$TMP/tw.shim.err" >&2; fail "forged LIBERDMA_SHIM_TWINS: $(head -n 1 "$TMP/tw.shim.out")"; }
+[ ! -s "$TMP/tw.shim.err" ] || { cat "$TMP/tw.shim.err" >&2; fail "forged LIBERDMA_SHIM_TWINS: the shim printed something"; }
+result "forged LIBERDMA_SHIM_TWINS naming the program's own fds (/dev/null, a pipe, the listener) and malformed entries: every fd as it was, the listener the kernel's, nothing said"

@@ -7,7 +7,9 @@
 # Python's socketserver.ForkingTCPServer (tests/rdma/lib/forking.py), each
 # serving 6 concurrent clients 256 KiB checked by FNV-1a; a forked child
 # also checks getpeername/getsockname against what accept and bind said;
-# and a client that connects and lets its fork child use the connection:
+# a supervisor whose fork child execs and listens again on the inherited
+# listener; and a client that connects and lets its fork child use the
+# connection:
 #   - kernel TCP (no shim anywhere): the reference transcript;
 #   - both ends shimmed, the client under ERDMA_SHIM=require: every
 #     connection is an RDMA one, handed over at the fork (handover.c: the
@@ -30,6 +32,32 @@ for m in close keep exec; do
 	HANDED=$N one "c-$m" "$P" forkserve "$IP0" "$m"
 done
 HANDED=$N one py-forking python3 "$PY" "$IP0"
+
+# A supervisor's shape (issue 43, docs/security.md: what the reservation
+# leaves open): the parent listens (its listen() reserves the RDMA twin
+# port), forks a child that execs a new image (tests/rdma/lib/supervise.py
+# again) which calls listen() again on the inherited listener and serves
+# it, while the parent lives on and never accepts.  Two listeners go across
+# (the second listened on again, never served), the served one at another
+# fd number than the parent's (a dup, the original closed).  The reservation goes
+# across the exec (LIBERDMA_SHIM_TWINS): the child's image adopts it at its
+# listen() and its door takes the port, so the shimmed client (require) is
+# served over RDMA, byte-exact.  Before, the child's listen() was the
+# kernel's (the shim never saw that socket made) and a client under require
+# was refused.
+one supervise python3 "$(dirname "$0")/lib/supervise.py" "$IP0"
+kept=$(grep -c 'reservation kept across exec' "$WORK/supervise-s.srv" || true)
+if [ "$kept" != 2 ]; then
+	echo "FAIL supervise: the exec'd image took $kept of the parent's 2 reservations"
+	tail -n 6 "$WORK/supervise-s.srv" | sed 's/^/    srv| /'
+	fails=$((fails + 1))
+elif grep -q 'is held by' "$WORK/supervise-s.srv" ||
+	! grep -q 'listening on TCP and RDMA' "$WORK/supervise-s.srv"; then
+	echo "FAIL supervise: the exec'd image's door: $(grep -m1 'is held by\|listening on' "$WORK/supervise-s.srv")"
+	fails=$((fails + 1))
+else
+	echo "PASS supervise: both reservations kept across the exec, the re-listened one's door opened on them"
+fi
 
 # The client side: connect, fork, the child asks and checks while the parent
 # closes its copy (prefork forkget), against a one-worker prefork server;
