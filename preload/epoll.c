@@ -1174,6 +1174,9 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 		return 0;
 	for (r = set->cand; r; r = r->cand_next)
 		n += scan_wants(set, r);
+	if (!n) /* nothing to look at (a second turn of a call that saw
+		 * every candidate already): no rpoll of none */
+		return 0;
 	if (n > (int)ARRAY_SIZE(sc->p_stack)) {
 		sc->p = malloc((size_t)n * sizeof(*sc->p));
 		sc->v = malloc((size_t)n * sizeof(*sc->v));
