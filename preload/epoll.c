@@ -1174,6 +1174,9 @@ static int scan_take(struct ep_set *set, struct scan *sc)
 		return 0;
 	for (r = set->cand; r; r = r->cand_next)
 		n += scan_wants(set, r);
+	if (!n) /* nothing to look at (a second turn of a call that saw
+		 * every candidate already): no rpoll of none */
+		return 0;
 	if (n > (int)ARRAY_SIZE(sc->p_stack)) {
 		sc->p = malloc((size_t)n * sizeof(*sc->p));
 		sc->v = malloc((size_t)n * sizeof(*sc->v));
@@ -1323,12 +1326,30 @@ static void kernel_turn_end(struct ep_set *set, const struct epoll_event *evs,
 static int translate_locked(struct ep_set *set, struct epoll_event *evs,
 			    int from, int n);
 
+/*
+ * A zero-timeout look at a kernel epoll set, made only under the set's
+ * lock with cancellation disabled (gather): the system call itself, not
+ * libc's epoll_wait, a cancellation point whose bracket (asynchronous
+ * cancellation on and off around the call, about 30 instructions) has
+ * nothing to do here.  -1 and errno, as epoll_wait.
+ */
+static int kernel_look(int epfd, struct epoll_event *evs, int max)
+{
+#ifdef SYS_epoll_wait
+	return (int)REAL(syscall)(SYS_epoll_wait, (long)epfd, evs, (long)max,
+				  0L);
+#else
+	return (int)REAL(syscall)(SYS_epoll_pwait, (long)epfd, evs, (long)max,
+				  0L, NULL, (long)(_NSIG / 8));
+#endif
+}
+
 /* Step 2, the kernel's turn: its ready events into evs[out, max).  Locked. */
 static int kernel_turn(struct ep_set *set, struct epoll_event *evs, int out,
 		       int max)
 {
 	int ask = kernel_ask(set, max - out);
-	int k = REAL(epoll_wait)(kfd(set), evs + out, ask, 0);
+	int k = kernel_look(kfd(set), evs + out, ask);
 
 	if (k < 0)
 		return out ? out : -errno;
@@ -1425,7 +1446,7 @@ static void drain_chan(struct ep_set *set)
 	if (set->chan_ep < 0)
 		return;
 	do {
-		n = REAL(epoll_wait)(set->chan_ep, ev, ARRAY_SIZE(ev), 0);
+		n = kernel_look(set->chan_ep, ev, ARRAY_SIZE(ev));
 		for (int i = 0; i < n; i++) {
 			struct ep_reg *r =
 			    (struct ep_reg *)(uintptr_t)(ev[i].data.u64 &

@@ -110,7 +110,7 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	n = nfds;
 	/* no cancellation while references are taken (a listener's door
 	 * opens in rsockets): only in the sleep, which has the cleanup */
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	shim_nocancel_enter(&cs);
 	/*
 	 * Each entry's kind is read once, here, and kept: another thread
 	 * may close an fd and make a listener of its number, or listen() on
@@ -143,12 +143,18 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			n++;
 		}
 	}
-	pthread_setcancelstate(cs, NULL);
+	/* The wait's first look, made here: inside this stretch rsockets'
+	 * call needs no cancellation pair of its own (LIB_CALL), and a set
+	 * with something ready returns without the sleep's set-up (its
+	 * cleanup frame, the busy-poll window's clock read). */
+	r = rdma ? sg_poll(p, n, 0) : 0;
+	shim_nocancel_leave(cs);
 	h.s = held;
 	h.p = p;
 	h.kind = kind;
 	h.n = nfds;
-	r = wait_holding(&h, n, rdma, timeout_ms, tmo, mask);
+	if (r == 0 && (timeout_ms != 0 || !rdma))
+		r = wait_holding(&h, n, rdma, timeout_ms, tmo, mask);
 	if (r >= 0) {
 		nfds_t x = nfds;
 
