@@ -2311,6 +2311,76 @@ static void case_trunc_timeo(void)
 }
 
 /*
+ * A cancel pending when a thread calls poll, epoll_wait, recv or send with
+ * its answer ready: each is a cancellation point, and glibc acts on a
+ * pending cancel as the call starts, whether or not it would wait.
+ */
+struct ready_call {
+	const char *op;
+	int fd, ep;
+	volatile int returned;
+	pthread_barrier_t b;
+};
+
+static void *ready_main(void *arg)
+{
+	struct ready_call *rc = arg;
+	struct pollfd p = {.fd = rc->fd, .events = POLLIN};
+	struct epoll_event ev;
+	char c;
+
+	pthread_barrier_wait(&rc->b); /* main cancels us */
+	pthread_barrier_wait(&rc->b);
+	if (!strcmp(rc->op, "poll"))
+		poll(&p, 1, 10000);
+	else if (!strcmp(rc->op, "epoll_wait"))
+		epoll_wait(rc->ep, &ev, 1, 10000);
+	else if (!strcmp(rc->op, "recv"))
+		recv(rc->fd, &c, 1, MSG_PEEK);
+	else
+		send(rc->fd, "y", 1, 0);
+	rc->returned = 1;
+	return NULL;
+}
+
+static void case_cancel_ready(void)
+{
+	static const char *ops[] = {"poll", "epoll_wait", "recv", "send"};
+
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		struct epoll_event ev = {.events = EPOLLIN};
+		struct ready_call rc = {.op = ops[i]};
+		struct pair p;
+		pthread_t th;
+		int r;
+
+		if (mkpair(&p))
+			return;
+		if (send(p.c, "x", 1, 0) != 1 || !wait_readable(p.s)) {
+			say("%s: no data to be ready", ops[i]);
+			unpair(&p);
+			return;
+		}
+		rc.fd = p.s;
+		rc.ep = epoll_create1(EPOLL_CLOEXEC);
+		epoll_ctl(rc.ep, EPOLL_CTL_ADD, p.s, &ev);
+		pthread_barrier_init(&rc.b, NULL, 2);
+		pthread_create(&th, NULL, ready_main, &rc);
+		pthread_barrier_wait(&rc.b);
+		pthread_cancel(th);
+		pthread_barrier_wait(&rc.b);
+		r = join_within(th, 3);
+		say("cancel pending as a thread calls %s, its answer ready -> "
+		    "%s, the call %s",
+		    ops[i], r ? "not joined" : "joined",
+		    rc.returned ? "returned" : "did not return");
+		pthread_barrier_destroy(&rc.b);
+		close(rc.ep);
+		unpair(&p);
+	}
+}
+
+/*
  * A serial server: it accepts a connection and reads it to its end before
  * it accepts the next.  The client connects twice and writes on its second
  * connection first.  Over TCP both connects complete in the kernel without
@@ -2511,6 +2581,7 @@ static const struct {
     {"epclose", case_epclose},
     {"cancel", case_cancel},
     {"cancel-wait", case_cancel_wait},
+    {"cancel-ready", case_cancel_ready},
     {"lclose", case_lclose},
     {"pending", case_pending},
     {"restart", case_restart},
