@@ -1800,24 +1800,12 @@ static int wait_loop(struct shim_sock *es, struct epoll_event *evs, int max,
  * caller (EPOLL_WAIT_BODY) once the result is decided.  Two system calls,
  * only for a wait with a mask on a set with RDMA registrations.
  */
-static void es_put(void *es)
-{
-	shim_sock_put(es);
-}
-
 static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		     int timeout, const sigset_t *mask)
 {
 	struct shim_wait_mask wm;
 	int r;
 
-	if (mask) {
-		/* a cancel pending acts before the wait, as the kernel's
-		 * (which never starts); the caller's reference goes with it */
-		pthread_cleanup_push(es_put, es);
-		pthread_testcancel();
-		pthread_cleanup_pop(0);
-	}
 	if (!shim_wait_mask_begin(&wm, mask))
 		return wait_loop(es, evs, max, timeout, mask);
 	/* cancelled: the wait's mask stays, as the kernel's (sigdefer.h) */
@@ -1839,6 +1827,9 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 		if (likely(!es || !shim_kind_is(es, SHIM_KF_EPSET) ||          \
 			   shim_in_lib()))                                     \
 			return real_call;                                      \
+		/* a cancellation point: a cancel pending acts as the call     \
+		 * starts, ready or not, as glibc's; before the reference */   \
+		pthread_testcancel();                                          \
 	} while (unlikely(                                                     \
 	    !shim_sock_tryget(epfd, es, SHIM_KINDS_WITH(SHIM_KF_EPSET))));     \
 	shim_sig_edge_enter();                                                 \

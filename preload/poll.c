@@ -372,8 +372,9 @@ static int poll_any(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	bool held;
 	int r;
 
-	if (mask) /* pending: the kernel's wait would never start */
-		pthread_testcancel();
+	/* a cancellation point: a cancel pending acts as the call starts,
+	 * whether or not an fd is ready, as glibc's */
+	pthread_testcancel();
 	held = shim_wait_mask_begin(&wm, mask);
 
 	shim_sig_edge_enter();
