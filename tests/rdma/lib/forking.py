@@ -10,11 +10,10 @@ accept() returned (it answers nothing otherwise).
 import os
 import signal
 import socketserver
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prefork_stream import stream  # noqa: E402
+from prefork_stream import answer  # noqa: E402
 
 
 class Handler(socketserver.BaseRequestHandler):
@@ -23,14 +22,7 @@ class Handler(socketserver.BaseRequestHandler):
             print("getpeername", self.request.getpeername(), "accept said",
                   self.client_address, file=sys.stderr, flush=True)
             return
-        req = b""
-        while len(req) < 8:
-            part = self.request.recv(8 - len(req))
-            if not part:
-                return
-            req += part
-        size, seed = struct.unpack("!II", req)
-        self.request.sendall(stream(seed, size))
+        answer(self.request)
 
 
 class Server(socketserver.ForkingTCPServer):

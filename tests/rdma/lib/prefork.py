@@ -10,11 +10,10 @@ bytes of the seed's stream, prefork_stream.py: testlib's tl_rng), so
 import os
 import signal
 import socket
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prefork_stream import stream  # noqa: E402
+from prefork_stream import answer  # noqa: E402
 
 
 def worker(lsock):
@@ -22,15 +21,7 @@ def worker(lsock):
     while True:
         conn, _ = lsock.accept()
         with conn:
-            req = b""
-            while len(req) < 8:
-                part = conn.recv(8 - len(req))
-                if not part:
-                    break
-                req += part
-            if len(req) == 8:
-                size, seed = struct.unpack("!II", req)
-                conn.sendall(stream(seed, size))
+            answer(conn)
 
 
 def main():

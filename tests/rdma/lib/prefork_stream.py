@@ -3,6 +3,8 @@ Python servers (prefork.py, forking.py): testlib's tl_rng
 (tests/lib/testlib.c): xorshift64 (13, 7, 17) from seed * 0x9E3779B97F4A7C15
 + 1, each step's 8 bytes little-endian."""
 
+import struct
+
 M64 = (1 << 64) - 1
 
 
@@ -15,3 +17,16 @@ def stream(seed, n):
         x ^= (x << 17) & M64
         out += x.to_bytes(8, "little")
     return bytes(out[:n])
+
+
+def answer(conn):
+    """Read one request (8 bytes: size, seed) from conn and send that many
+    bytes of the seed's stream; a connection that ends first gets none."""
+    req = b""
+    while len(req) < 8:
+        part = conn.recv(8 - len(req))
+        if not part:
+            return
+        req += part
+    size, seed = struct.unpack("!II", req)
+    conn.sendall(stream(seed, size))

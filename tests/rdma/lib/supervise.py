@@ -13,24 +13,16 @@ seed's stream, prefork_stream.py), so `prefork get` is its client.
 import os
 import signal
 import socket
-import struct
 import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prefork_stream import stream  # noqa: E402
+from prefork_stream import answer  # noqa: E402
 
 
 def handle(c):
     with c:
-        req = b""
-        while len(req) < 8:
-            part = c.recv(8 - len(req))
-            if not part:
-                return
-            req += part
-        size, seed = struct.unpack("!II", req)
-        c.sendall(stream(seed, size))
+        answer(c)
 
 
 def serve(fd, spare_fd):
