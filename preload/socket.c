@@ -268,8 +268,11 @@ static int door_make(struct shim_sock *s)
 		return -EMFILE;
 	}
 	o = shim_sock_opts(s); /* buffers; keepalive's ACK timeout */
+	/* P, for ERDMA_SHIM_ACCEPT_FROM's port rules: the program's port,
+	 * not the twin laddr now names */
 	lrs = sg_listen((struct sockaddr *)&laddr, alen, s->backlog, &o,
-			s->twin - 1, s->twin_id);
+			s->twin - 1, s->twin_id,
+			shim_addr_port((struct sockaddr *)&s->local));
 	twin_drop(s); /* let go of at the bind, or no door here */
 	if (lrs < 0)
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);

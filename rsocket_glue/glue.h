@@ -76,9 +76,12 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 
 /* Server: an rsocket listening on addr (port already offset); non-blocking.
  * Accepted rsockets inherit its buffer sizes.  twin_fd >= 0: the port's
- * reservation (twin.c), let go of just before the bind. */
+ * reservation (twin.c), let go of just before the bind.  tcp_port: the
+ * program's port P (host order), the one ERDMA_SHIM_ACCEPT_FROM's rules
+ * name: a request from a client no rule lets in is refused (rdma_accept). */
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
-	      const struct sg_sockopts *bufs, int twin_fd, uint32_t twin_id);
+	      const struct sg_sockopts *bufs, int twin_fd, uint32_t twin_id,
+	      uint16_t tcp_port);
 
 /*
  * twin.c: the door's port reserved from listen() until the door opens.

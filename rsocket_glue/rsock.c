@@ -11,6 +11,7 @@
 #include "compat.h"
 #include "log.h"
 
+#include <arpa/inet.h>
 #include <limits.h>
 #include <netinet/tcp.h>
 #include <rdma/rdma_cma.h>
@@ -655,6 +656,53 @@ static void pend_give(int lrs)
 }
 
 /*
+ * The server's policy on who may connect (ERDMA_SHIM_ACCEPT_FROM): rules on
+ * the client's address and the listener's TCP port P.  A request no rule
+ * lets in is refused before rsockets accepts it, as past the backlog: its
+ * client falls back to TCP, where the kernel and its firewall decide.  The
+ * address is the one the request carries (the new id's destination): what
+ * the fabric delivered, not what a TCP handshake checked.
+ */
+static uint16_t accept_port[MAX_LISTEN_RS];  /* P; 0: not the shim's */
+static unsigned char refused[MAX_LISTEN_RS]; /* the warning, once */
+
+static bool peer_let_in(int lrs, struct rdma_cm_id *id)
+{
+	char ip[INET6_ADDRSTRLEN] = "an address that is not IP";
+	struct sockaddr *sa;
+	const void *a = NULL;
+	uint16_t port;
+	int fam;
+
+	if (!shim_cfg.n_accept_from || lrs < 0 || lrs >= MAX_LISTEN_RS)
+		return true;
+	port = __atomic_load_n(&accept_port[lrs], __ATOMIC_RELAXED);
+	if (!port)
+		return true; /* the program's own rdma_cm listener */
+	sa = rdma_get_peer_addr(id);
+	fam = sa->sa_family;
+	if (fam == AF_INET)
+		a = &((struct sockaddr_in *)sa)->sin_addr;
+	else if (fam == AF_INET6)
+		a = &((struct sockaddr_in6 *)sa)->sin6_addr;
+	if (shim_config_accepts(&shim_cfg, fam, a, port))
+		return true;
+	if (a)
+		inet_ntop(fam, a, ip, sizeof(ip));
+	if (!__atomic_exchange_n(&refused[lrs], 1, __ATOMIC_RELAXED))
+		shim_warn("RDMA listener for TCP port %u: a connection from "
+			  "%s refused (not in ERDMA_SHIM_ACCEPT_FROM): the "
+			  "client falls back to TCP; later ones are logged at "
+			  "debug",
+			  port, ip);
+	else
+		shim_dbg("RDMA listener for TCP port %u: a connection from "
+			 "%s refused (not in ERDMA_SHIM_ACCEPT_FROM)",
+			 port, ip);
+	return false;
+}
+
+/*
  * The listener's side of it: rsockets accepts on its listen service thread
  * (rs_accept), from the connect request event, whose listen_id is the
  * listening rsocket's id (its channel's fd: the listener's number).  The
@@ -679,7 +727,7 @@ SHIM_EXPORT int rdma_accept(struct rdma_cm_id *id,
 	apply_ack_to(id, lrs);
 	/* refused here, rs_accept rejects the request and frees what it
 	 * made for it (rdma-core 44: its QP and buffers, at once) */
-	if (!pend_take(lrs)) {
+	if (!peer_let_in(lrs, id) || !pend_take(lrs)) {
 		errno = ECONNREFUSED;
 		return -1;
 	}
@@ -709,7 +757,8 @@ static void listen_unlock(int fd)
 }
 
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
-	      const struct sg_sockopts *bufs, int twin_fd, uint32_t twin_id)
+	      const struct sg_sockopts *bufs, int twin_fd, uint32_t twin_id,
+	      uint16_t tcp_port)
 {
 	int rs, r, one = 1, qfd = -1, lk = -1;
 
@@ -744,6 +793,8 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 		__atomic_store_n(&capped[rs], 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&pend_cap[rs], backlog_cap(backlog),
 				 __ATOMIC_RELAXED);
+		__atomic_store_n(&refused[rs], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&accept_port[rs], tcp_port, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&svc_mu);
 		shim_pair_capture = &qfd;
 		r = (int)LIB_CALL_QUIET(rlisten(rs, backlog));
@@ -815,6 +866,7 @@ int sg_close(int rs)
 	if (rs >= 0 && rs < MAX_LISTEN_RS) {
 		listen_pollfd[rs] = 0;
 		__atomic_store_n(&pend_cap[rs], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&accept_port[rs], 0, __ATOMIC_RELAXED);
 		/* the number may name a program's own rdma_cm channel next */
 		__atomic_store_n(&bounded[rs], 0, __ATOMIC_RELAXED);
 		shut_forget(rs);

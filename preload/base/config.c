@@ -35,6 +35,8 @@ static const struct var vars[] = {
      "comma-separated CIDR[:port[-port]] rules"},
     {"ERDMA_SHIM_DENY", V_RULES, F(deny), 0, 0, NULL,
      "comma-separated CIDR[:port[-port]] rules"},
+    {"ERDMA_SHIM_ACCEPT_FROM", V_RULES, F(accept_from), 0, 0, NULL,
+     "comma-separated CIDR[:port[-port]] rules"},
     {"ERDMA_SHIM_PORT_OFFSET", V_UINT, F(port_offset), 0, 65535, NULL,
      "an integer 0..65535"},
     {"ERDMA_SHIM_CONNECT_TIMEOUT_MS", V_UINT, F(connect_timeout_ms), 1, 600000,
@@ -247,6 +249,19 @@ static int parse_rules(const char *val, struct shim_rule *rules,
 	return *n ? 0 : -1;
 }
 
+/* How many rules a V_RULES variable holds: the count beside its table. */
+static unsigned int *rule_count(const struct shim_config *c,
+				const struct var *v)
+{
+	struct shim_config *w = (struct shim_config *)c;
+
+	if (v->off == offsetof(struct shim_config, allow))
+		return &w->n_allow;
+	if (v->off == offsetof(struct shim_config, deny))
+		return &w->n_deny;
+	return &w->n_accept_from;
+}
+
 static int apply(struct shim_config *c, const struct var *v, const char *val)
 {
 	char *field = (char *)c + v->off;
@@ -280,11 +295,10 @@ static int apply(struct shim_config *c, const struct var *v, const char *val)
 		strcpy(field, val);
 		return 0;
 	case V_RULES:
-		if (v->off == offsetof(struct shim_config, allow)) {
+		if (v->off == offsetof(struct shim_config, allow))
 			c->allow_set = true;
-			return parse_rules(val, c->allow, &c->n_allow);
-		}
-		return parse_rules(val, c->deny, &c->n_deny);
+		return parse_rules(val, (struct shim_rule *)field,
+				   rule_count(c, v));
 	}
 	return -1;
 }
@@ -415,21 +429,41 @@ static bool is_loopback(int family, const uint8_t *a)
 	return !memcmp(a, v6lo, 16);
 }
 
+/* A v4-mapped IPv6 address as the IPv4 one it maps. */
+static const uint8_t *unmapped(int *family, const uint8_t *a)
+{
+	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+
+	if (*family == AF_INET6 && !memcmp(a, mapped, 12)) {
+		*family = AF_INET;
+		return a + 12;
+	}
+	return a;
+}
+
 bool shim_config_allows(const struct shim_config *c, int family,
 			const void *addr, uint16_t port)
 {
-	const uint8_t *a = addr;
-	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+	const uint8_t *a = unmapped(&family, addr);
 
-	if (family == AF_INET6 && !memcmp(a, mapped, 12)) {
-		family = AF_INET;
-		a += 12;
-	}
 	if (any_match(c->deny, c->n_deny, family, a, port))
 		return false;
 	if (c->allow_set)
 		return any_match(c->allow, c->n_allow, family, a, port);
 	return !is_loopback(family, a);
+}
+
+bool shim_config_accepts(const struct shim_config *c, int family,
+			 const void *addr, uint16_t port)
+{
+	const uint8_t *a;
+
+	if (!c->n_accept_from)
+		return true; /* unset: everyone, as before */
+	if (family != AF_INET && family != AF_INET6)
+		family = 0; /* only a '*' rule can match it */
+	a = family ? unmapped(&family, addr) : addr;
+	return any_match(c->accept_from, c->n_accept_from, family, a, port);
 }
 
 const char *shim_mode_name(int mode)
@@ -477,14 +511,10 @@ size_t shim_config_describe(const struct shim_config *c, char *buf, size_t len)
 			snprintf(val, sizeof(val), "%.60s", a);
 			break;
 		case V_RULES:
-			if (v->off == offsetof(struct shim_config, allow)
-				? !c->n_allow
-				: !c->n_deny)
+			if (!*rule_count(c, v))
 				continue;
 			snprintf(val, sizeof(val), "%u rule(s)",
-				 v->off == offsetof(struct shim_config, allow)
-				     ? c->n_allow
-				     : c->n_deny);
+				 *rule_count(c, v));
 			break;
 		}
 		n = snprintf(buf + used, len - used, "%s%s=%s", used ? " " : "",

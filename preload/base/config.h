@@ -23,7 +23,8 @@ enum shim_level {
 #define SHIM_MAX_RULES 32
 #define SHIM_PATH_MAX 256
 
-/* One ALLOW/DENY rule: address prefix (family 0 = any) and port range. */
+/* One ALLOW/DENY/ACCEPT_FROM rule: address prefix (family 0 = any) and
+ * port range. */
 struct shim_rule {
 	int family; /* 0, AF_INET or AF_INET6 */
 	uint8_t addr[16];
@@ -40,6 +41,10 @@ struct shim_config {
 	bool allow_set; /* ERDMA_SHIM_ALLOW given: replaces the default */
 	struct shim_rule deny[SHIM_MAX_RULES];
 	unsigned int n_deny;
+	/* ERDMA_SHIM_ACCEPT_FROM: the clients a listener accepts over RDMA
+	 * (none given: every client, as over TCP) */
+	struct shim_rule accept_from[SHIM_MAX_RULES];
+	unsigned int n_accept_from;
 	unsigned int port_offset; /* SHIM_PORT_OFFSET_AUTO: by transport */
 	unsigned int connect_timeout_ms;
 	unsigned int negcache_ttl_s;
@@ -112,6 +117,16 @@ int shim_config_parse(struct shim_config *c, char *const *envp,
  * the ALLOW/DENY rules?  v4-mapped IPv6 addresses match as IPv4. */
 bool shim_config_allows(const struct shim_config *c, int family,
 			const void *addr, uint16_t port);
+
+/*
+ * Does a listener on TCP port `port` (host order; the program's port, not
+ * its RDMA twin) accept an RDMA connection from a client at addr (network
+ * order)?  ERDMA_SHIM_ACCEPT_FROM unset: yes; set: only when a rule
+ * matches.  v4-mapped IPv6 addresses match as IPv4.  A family other than
+ * AF_INET/AF_INET6 (an AF_IB request) matches no address rule.
+ */
+bool shim_config_accepts(const struct shim_config *c, int family,
+			 const void *addr, uint16_t port);
 
 /* Name of a mode/level, for the banner and the CLI. */
 extern struct shim_config shim_cfg; /* init.c: the process's settings */

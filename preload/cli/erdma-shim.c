@@ -62,14 +62,18 @@ struct sub_help {
 
 static const struct sub_help sub_helps[] = {
     {"run",
-     "erdma-shim run [--allow RULES] [--deny RULES] [--require] [--log LEVEL]\n"
-     "                      [--stats] [--lib PATH] [--] CMD [ARGS...]",
+     "erdma-shim run [--allow RULES] [--deny RULES] [--accept-from RULES]\n"
+     "                      [--require] [--log LEVEL] [--stats] [--lib PATH]\n"
+     "                      [--] CMD [ARGS...]",
      "Run CMD with liberdma_shim.so preloaded.  The first word that is not\n"
      "an option starts CMD; put -- first if CMD itself starts with -.\n"
      "  --allow RULES   only these destinations use RDMA (ERDMA_SHIM_ALLOW;\n"
      "                  CIDR[:port[-port]], [v6]:port, *:port, "
      "comma-separated)\n"
      "  --deny RULES    these never use RDMA (ERDMA_SHIM_DENY)\n"
+     "  --accept-from RULES\n"
+     "                  a listener accepts RDMA only from these clients, the\n"
+     "                  port being its TCP port (ERDMA_SHIM_ACCEPT_FROM)\n"
      "  --require       a connect that can't use RDMA fails "
      "(ERDMA_SHIM=require)\n"
      "  --log LEVEL     error, warn, info or debug (ERDMA_SHIM_LOG)\n"
@@ -300,14 +304,25 @@ static int cmd_run(int argc, char **argv)
 
 	/* Rules given on the command line start from scratch: an inherited
 	 * ERDMA_SHIM_ALLOW would otherwise be widened silently. */
-	bool allow_reset = false, deny_reset = false;
+	enum { N_RULE_OPTS = 3 };
+	static const char *const rule_opt[N_RULE_OPTS][2] = {
+	    {"--allow", "ERDMA_SHIM_ALLOW"},
+	    {"--deny", "ERDMA_SHIM_DENY"},
+	    {"--accept-from", "ERDMA_SHIM_ACCEPT_FROM"},
+	};
+	bool reset[N_RULE_OPTS] = {false};
 
 	/* Options, then CMD: from "--", or from the first word that is not
 	 * an option (as torsocks and smc_run take it). */
 	for (i = 0; i < argc; i++) {
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		bool takes = !strcmp(o, "--allow") || !strcmp(o, "--deny") ||
-			     !strcmp(o, "--log") || !strcmp(o, "--lib");
+		int rule = -1;
+
+		for (int k = 0; k < N_RULE_OPTS; k++)
+			if (!strcmp(o, rule_opt[k][0]))
+				rule = k;
+		bool takes =
+		    rule >= 0 || !strcmp(o, "--log") || !strcmp(o, "--lib");
 
 		if (!strcmp(o, "--")) {
 			i++;
@@ -319,10 +334,8 @@ static int cmd_run(int argc, char **argv)
 			return sub_usage("run");
 		if (takes && (!v || !strcmp(v, "--")))
 			return bad_usage("run", "%s needs a value", o);
-		if (!strcmp(o, "--allow") || !strcmp(o, "--deny")) {
-			const char *var = o[2] == 'a' ? "ERDMA_SHIM_ALLOW"
-						      : "ERDMA_SHIM_DENY";
-			bool *reset = o[2] == 'a' ? &allow_reset : &deny_reset;
+		if (rule >= 0) {
+			const char *var = rule_opt[rule][1];
 
 			if (!opt_value_ok(var, v))
 				return bad_usage(
@@ -331,9 +344,9 @@ static int cmd_run(int argc, char **argv)
 				    "(CIDR[:port[-port]], [v6]:port or *:port, "
 				    "comma-separated; e.g. %s 10.0.0.0/16)",
 				    o, v, o);
-			if (!*reset)
+			if (!reset[rule])
 				unsetenv(var);
-			*reset = true;
+			reset[rule] = true;
 			append_rule(var, v);
 		} else if (!strcmp(o, "--log")) {
 			if (!opt_value_ok("ERDMA_SHIM_LOG", v))

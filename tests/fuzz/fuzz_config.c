@@ -23,7 +23,8 @@ static const char *const names[] = {
 	"ERDMA_SHIM_CONNECT_TIMEOUT_MS", "ERDMA_SHIM_NEGCACHE_TTL_S",
 	"ERDMA_SHIM_SNDBUF", "ERDMA_SHIM_RCVBUF", "ERDMA_SHIM_SQ_SIZE",
 	"ERDMA_SHIM_RQ_SIZE", "ERDMA_SHIM_INLINE", "ERDMA_SHIM_POLL_US",
-	"ERDMA_SHIM_STATS", "ERDMA_SHIM_STATS_SHM", "ERDMA_SHIM_X",
+	"ERDMA_SHIM_STATS", "ERDMA_SHIM_STATS_SHM", "ERDMA_SHIM_ACCEPT_FROM",
+	"ERDMA_SHIM_X",
 };
 
 static void check_line(const char *msg, bool invalid, void *arg)
@@ -68,13 +69,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	shim_config_parse(&c, env, check_line, NULL);
 	if (c.invalid && c.mode != SHIM_MODE_OFF)
 		abort(); /* a bad value must mean passthrough */
-	if (c.n_allow > SHIM_MAX_RULES || c.n_deny > SHIM_MAX_RULES)
+	if (c.n_allow > SHIM_MAX_RULES || c.n_deny > SHIM_MAX_RULES ||
+	    c.n_accept_from > SHIM_MAX_RULES)
 		abort();
 	for (size_t i = 0; i + 18 <= size; i += 18) {
 		uint16_t port = (uint16_t)(data[i] | data[i + 1] << 8);
 
 		shim_config_allows(&c, AF_INET, data + i + 2, port);
 		shim_config_allows(&c, AF_INET6, data + i + 2, port);
+		shim_config_accepts(&c, AF_INET, data + i + 2, port);
+		shim_config_accepts(&c, AF_INET6, data + i + 2, port);
+		shim_config_accepts(&c, 27 /* AF_IB */, data + i + 2, port);
 	}
 	for (int i = 0; i < n; i++)
 		free(env[i]);

@@ -66,6 +66,7 @@ bad=(
 	"ERDMA_SHIM_SNDBUF=12Q"
 	"ERDMA_SHIM_ALLOW=10.0.0.0/33"
 	"ERDMA_SHIM_DENY=::1/129"
+	"ERDMA_SHIM_ACCEPT_FROM=10.0.0.1:0-70000"
 	"ERDMA_SHIM_STATS=yes"
 	"ERDMA_SHIM=$long"
 )
@@ -121,7 +122,8 @@ curl_case shim typo f.bin ERDMA_SHIM_LOGG=info
 # Valid values: not a word on stderr.
 good=(ERDMA_SHIM=off ERDMA_SHIM=auto ERDMA_SHIM_LOG=warn ERDMA_SHIM_PORT_OFFSET=65535
 	ERDMA_SHIM_CONNECT_TIMEOUT_MS=250 ERDMA_SHIM_SNDBUF=64K ERDMA_SHIM_RCVBUF=0
-	"ERDMA_SHIM_ALLOW=10.0.0.0/8:1-100,[fd00::]/8" ERDMA_SHIM_DENY=192.168.0.0/16 ERDMA_SHIM_STATS=0)
+	"ERDMA_SHIM_ALLOW=10.0.0.0/8:1-100,[fd00::]/8" ERDMA_SHIM_DENY=192.168.0.0/16 ERDMA_SHIM_STATS=0
+	"ERDMA_SHIM_ACCEPT_FROM=10.0.0.0/8:443,[fd00::]/8")
 curl_case shim good f.bin "${good[@]}"
 [ "$CRC" = 0 ] && [ "$CSHA" = "$want" ] || fail "valid values: $CLIENT rc=$CRC"
 [ ! -s "$CERR" ] || { cat "$CERR" >&2; fail "valid values printed something on stderr"; }

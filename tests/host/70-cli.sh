@@ -54,14 +54,17 @@ EOF
 echo "PASS doctor: exit 1, 'devices fail' with a fix line; --json parses"
 
 # ---- run ----
-"$CLI" run --log info --require --allow 10.0.0.0/8 --allow '*:50051' --deny 10.1.0.0/16:80 --stats -- env \
+ERDMA_SHIM_ACCEPT_FROM=1.2.3.4 "$CLI" run --log info --require --allow 10.0.0.0/8 --allow '*:50051' --deny 10.1.0.0/16:80 \
+	--accept-from 10.2.0.0/16:50051 --accept-from '[fd00::]/8' --stats -- env \
 	>"$TMP/run.out" 2>"$TMP/run.err" || fail "run -- env: exit $?"
 for want in "LD_PRELOAD=$SHIM" ERDMA_SHIM_LOG=info ERDMA_SHIM=require \
-	'ERDMA_SHIM_ALLOW=10.0.0.0/8,*:50051' ERDMA_SHIM_DENY=10.1.0.0/16:80 ERDMA_SHIM_STATS=1; do
+	'ERDMA_SHIM_ALLOW=10.0.0.0/8,*:50051' ERDMA_SHIM_DENY=10.1.0.0/16:80 ERDMA_SHIM_STATS=1 \
+	'ERDMA_SHIM_ACCEPT_FROM=10.2.0.0/16:50051,[fd00::]/8'; do
 	grep -qxF -e "$want" "$TMP/run.out" || { cat "$TMP/run.out" >&2; fail "run: no '$want' in the command's environment"; }
 done
 assert_banner "$TMP/run.err" "run --log info"
 grep -qF 'ERDMA_SHIM_ALLOW=2 rule(s)' "$TMP/run.err" || fail "run: the banner does not show the two allow rules"
+grep -qF 'ERDMA_SHIM_ACCEPT_FROM=2 rule(s)' "$TMP/run.err" || fail "run: the banner does not show the two accept-from rules"
 # An LD_PRELOAD of the program's own stays, after the shim.
 LD_PRELOAD=/nonexistent-keep.so "$CLI" run -- env 2>/dev/null | grep -qxF "LD_PRELOAD=$SHIM:/nonexistent-keep.so" ||
 	fail "run: an existing LD_PRELOAD is not kept after the shim"
@@ -72,7 +75,7 @@ grep -q 'warning: LD_PRELOAD already contains liberdma_shim.so' "$TMP/dup.err" |
 	fail "run: the shim preloaded twice"
 # A bad option value: the error names the option (never the variable, nor
 # the library's "running on TCP only"), and the command does not run.
-for bad in "--log verbose" "--log loud" "--allow 10.0.0.0/33" "--deny nonsense"; do
+for bad in "--log verbose" "--log loud" "--allow 10.0.0.0/33" "--deny nonsense" "--accept-from 10.0.0.1:0-70000"; do
 	rc=0
 	# shellcheck disable=SC2086 # the option and its value, split on purpose
 	"$CLI" run $bad -- sh -c 'echo RAN' >"$TMP/bad.out" 2>"$TMP/bad.err" || rc=$?

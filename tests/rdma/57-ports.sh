@@ -30,6 +30,15 @@
 #             reservation made at listen()); once root's server waits, a
 #             shimmed client is served over RDMA (QPs on both ends, every
 #             byte checked) and the squatter accepted nothing.
+#   accept    ERDMA_SHIM_ACCEPT_FROM on the server: a policy that leaves out
+#             the client's address refuses its RDMA requests (one warning
+#             naming the address, the next at debug), its connections
+#             complete on TCP (no QP on either end, every byte checked);
+#             one that names it with the server's TCP port P lets it in
+#             over RDMA (QPs on both ends, the client under require), with
+#             the port offset 1 so that the rule's port is P, not the twin;
+#             a rule on the twin's port keeps the client on TCP; under
+#             ERDMA_SHIM=require a client left out has its connect refused.
 . "$(dirname "$0")/lib/common.bash"
 
 S="LD_PRELOAD=$PRELOAD ERDMA_SHIM_LOG=debug"
@@ -259,9 +268,67 @@ wait "$apid" 2>/dev/null || true
 echo "PASS root's server then serves a shimmed client over RDMA (QPs $q), every byte checked; the squatter accepted nothing"
 }
 
+part_accept() {
+# Left out: the policy names the server's own address only.  The client
+# has no negative cache, so both of its connections ask over RDMA.
+q=$(held_pair accept-out "$S ERDMA_SHIM_ACCEPT_FROM=$IP0/32" \
+	"$S ERDMA_SHIM_NEGCACHE_TTL_S=0" "" --bind "$IP1")
+[ "$q" = "0 0" ] || fail "ACCEPT_FROM=$IP0/32: the client from $IP1 was served over RDMA (QPs $q)"
+f=$WORK/accept-out/server p=$(port_of "$WORK/accept-out/server")
+why="RDMA listener for TCP port $p: a connection from $IP1 refused \\(not in ERDMA_SHIM_ACCEPT_FROM\\)"
+n=$(grep -cE "warn: $why" "$f" || true)
+[ "$n" = 1 ] || fail "ACCEPT_FROM: $n warning lines naming $IP1 (want 1): $(grep erdma "$f" | tail -n 5)"
+grep -qE "debug: $why" "$f" || fail "ACCEPT_FROM: the second refusal is not at debug"
+grep -q 'TCP (rsocket connect failed' "$WORK/accept-out/client" ||
+	fail "ACCEPT_FROM: the client did not fall back: $(cat "$WORK/accept-out/client")"
+echo "PASS ACCEPT_FROM=$IP0/32: the client from $IP1 refused over RDMA (one warning, then debug), its 2 connections on TCP (no QP on either end), every byte checked"
+
+# Let in by address and the TCP port P; the twin is P + 1 here.
+P=$(free_port)
+q=$(HELD_PORT=$P held_pair accept-in \
+	"$S ERDMA_SHIM_PORT_OFFSET=1 ERDMA_SHIM_ACCEPT_FROM=$IP1/32:$P" \
+	"$S ERDMA_SHIM_PORT_OFFSET=1 ERDMA_SHIM=require" "" --bind "$IP1")
+read -r sq cq <<<"$q"
+[ "$sq" -gt 0 ] && [ "$cq" -gt 0 ] || fail "ACCEPT_FROM=$IP1/32:$P: not on RDMA (QPs $q)"
+! grep -q 'not in ERDMA_SHIM_ACCEPT_FROM' "$WORK/accept-in/server" || fail "ACCEPT_FROM=$IP1/32:$P: a request was refused"
+echo "PASS ACCEPT_FROM=$IP1/32:$P (the TCP port; RDMA on $((P + 1))): the client under require served over RDMA (QPs $q), every byte checked"
+
+# A rule on the twin's port is not a rule on P.
+P=$(free_port)
+q=$(HELD_PORT=$P held_pair accept-twin \
+	"$S ERDMA_SHIM_PORT_OFFSET=1 ERDMA_SHIM_ACCEPT_FROM=$IP1/32:$((P + 1))" \
+	"$S ERDMA_SHIM_PORT_OFFSET=1" "" --bind "$IP1")
+[ "$q" = "0 0" ] || fail "ACCEPT_FROM=$IP1/32:$((P + 1)) (the twin): served over RDMA on P=$P (QPs $q)"
+grep -qE "warn: RDMA listener for TCP port $P: a connection from $IP1 refused" "$WORK/accept-twin/server" ||
+	fail "ACCEPT_FROM on the twin's port: no warning: $(grep erdma "$WORK/accept-twin/server" | tail -n 5)"
+echo "PASS ACCEPT_FROM=$IP1/32:$((P + 1)) (the twin's port, not P=$P): the client on TCP (no QP on either end), every byte checked"
+
+# Under require, a client left out is refused, not sent to TCP.
+d=$WORK/accept-require
+mkdir -p "$d"
+bg "$d/server" env $S ERDMA_SHIM_ACCEPT_FROM=$IP0/32 timeout 60 "$XFER" server "$IP0" 0 --conns 1
+spid=$BG_PID
+wait_for "$d/server" 'listening on TCP and RDMA' 20
+p=$(port_of "$d/server")
+rc=0
+env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout 60 "$XFER" client "$IP0" "$p" \
+	--size 1 --bind "$IP1" >"$d/client" 2>&1 || rc=$?
+[ "$rc" = 2 ] || fail "ACCEPT_FROM, require: client exit $rc, expected 2 (connect refused): $(cat "$d/client")"
+grep -q 'connect: Connection refused' "$d/client" || fail "ACCEPT_FROM, require: $(cat "$d/client")"
+grep -q 'RDMA required but' "$d/client" || fail "ACCEPT_FROM, require: no warning line"
+grep -qE "warn: RDMA listener for TCP port $p: a connection from $IP1 refused" "$d/server" ||
+	fail "ACCEPT_FROM, require: not refused by the policy: $(grep erdma "$d/server" | tail -n 5)"
+# the server itself goes on: a plain client's bytes, checked
+env -u LD_PRELOAD timeout 60 "$XFER" client "$IP0" "$p" --size 64K --bind "$IP1" >"$d/plain" 2>&1 ||
+	fail "ACCEPT_FROM: plain client: $(cat "$d/plain")"
+grep -q ' 0 mismatched' "$d/plain" || fail "ACCEPT_FROM: plain client: $(cat "$d/plain")"
+waitb "$spid" 30 || fail "ACCEPT_FROM: server: $(cat "$d/server")"
+echo "PASS ACCEPT_FROM=$IP0/32, ERDMA_SHIM=require client from $IP1: connect refused; the server then serves a plain client over TCP"
+}
+
 fails=0
-for part in guard backlog twin lazy; do
+for part in guard backlog twin lazy accept; do
 	(part_$part) || { echo "FAIL part $part"; fails=$((fails + 1)); }
 done
 [ "$fails" = 0 ] || exit 1
-echo "RESULT: guard (3 ways and require), backlog, the twin port and its reservation behave as specified"
+echo "RESULT: guard (3 ways and require), backlog, the twin port and its reservation, the server's ACCEPT_FROM policy behave as specified"

@@ -267,6 +267,62 @@ static void test_allow_deny(void **st)
 	assert_true(allows(&c, "10.128.0.1", 1));
 }
 
+static bool accepts(const struct shim_config *c, const char *ip, int port)
+{
+	uint8_t a[16];
+
+	if (inet_pton(AF_INET, ip, a) == 1)
+		return shim_config_accepts(c, AF_INET, a, (uint16_t)port);
+	assert_int_equal(inet_pton(AF_INET6, ip, a), 1);
+	return shim_config_accepts(c, AF_INET6, a, (uint16_t)port);
+}
+
+/* ERDMA_SHIM_ACCEPT_FROM: the listener's side, apart from ALLOW/DENY. */
+static void test_accept_from(void **st)
+{
+	struct shim_config c;
+	char *env[] = {"ERDMA_SHIM_ACCEPT_FROM=10.1.0.0/16:5000-5001,[fd00::]/"
+		       "16,*:7000",
+		       "ERDMA_SHIM_DENY=10.1.2.3", NULL};
+	uint8_t ib[16] = {0};
+
+	(void)st;
+	/* unset: everyone, loopback too (it is not ALLOW's default) */
+	parse1(&c, "X=1");
+	assert_int_equal(c.n_accept_from, 0);
+	assert_true(accepts(&c, "192.168.77.2", 80));
+	assert_true(accepts(&c, "127.0.0.1", 80));
+	assert_true(accepts(&c, "::1", 80));
+	assert_true(shim_config_accepts(&c, 27 /* AF_IB */, ib, 80));
+
+	shim_config_defaults(&c);
+	assert_int_equal(shim_config_parse(&c, env, report, NULL), 0);
+	assert_int_equal(c.n_accept_from, 3);
+	assert_int_equal(c.n_allow, 0); /* a table of its own */
+	assert_false(c.allow_set);
+	assert_true(accepts(&c, "10.1.9.9", 5000));
+	assert_true(accepts(&c, "10.1.9.9", 5001));
+	assert_false(accepts(&c, "10.1.9.9", 5002)); /* P outside */
+	assert_false(accepts(&c, "10.2.9.9", 5000)); /* address outside */
+	assert_true(accepts(&c, "10.1.2.3", 5000));  /* DENY: outgoing only */
+	assert_true(accepts(&c, "::ffff:10.1.9.9", 5000)); /* v4-mapped */
+	assert_false(accepts(&c, "::ffff:10.2.9.9", 5000));
+	assert_true(accepts(&c, "fd00:1::5", 1));
+	assert_false(accepts(&c, "fd01::5", 1));
+	assert_true(accepts(&c, "8.8.8.8", 7000));  /* '*' with a port */
+	assert_false(accepts(&c, "127.0.0.1", 80)); /* set: no default */
+	/* an address that is not IP (AF_IB) matches only a '*' rule */
+	assert_false(shim_config_accepts(&c, 27, ib, 5000));
+	assert_true(shim_config_accepts(&c, 27, ib, 7000));
+	/* and outgoing connects are not filtered by it */
+	assert_true(allows(&c, "10.2.9.9", 5000));
+
+	assert_int_equal(parse1(&c, "ERDMA_SHIM_ACCEPT_FROM=[::1]:443"), 0);
+	assert_true(accepts(&c, "::1", 443));
+	assert_false(accepts(&c, "::1", 444));
+	assert_false(accepts(&c, "127.0.0.1", 443));
+}
+
 static void test_bad_rules(void **st)
 {
 	struct shim_config c;
@@ -284,6 +340,10 @@ static void test_bad_rules(void **st)
 	    "ERDMA_SHIM_DENY=::/129",
 	    "ERDMA_SHIM_DENY=host.example:80",
 	    "ERDMA_SHIM_DENY=1.2.3.4:",
+	    "ERDMA_SHIM_ACCEPT_FROM=",
+	    "ERDMA_SHIM_ACCEPT_FROM=10.0.0.0/33",
+	    "ERDMA_SHIM_ACCEPT_FROM=10.0.0.1:0-70000",
+	    "ERDMA_SHIM_ACCEPT_FROM=client.example",
 	};
 
 	(void)st;
@@ -303,7 +363,8 @@ static void test_describe(void **st)
 {
 	struct shim_config c;
 	char *env[] = {"ERDMA_SHIM=require", "ERDMA_SHIM_PORT_OFFSET=7",
-		       "ERDMA_SHIM_DENY=1.1.1.1", NULL};
+		       "ERDMA_SHIM_DENY=1.1.1.1",
+		       "ERDMA_SHIM_ACCEPT_FROM=10.0.0.0/8,10.1.0.0/16", NULL};
 	char buf[256];
 
 	(void)st;
@@ -313,6 +374,7 @@ static void test_describe(void **st)
 	shim_config_parse(&c, env, report, NULL);
 	shim_config_describe(&c, buf, sizeof(buf));
 	assert_string_equal(buf, "ERDMA_SHIM=require ERDMA_SHIM_DENY=1 rule(s) "
+				 "ERDMA_SHIM_ACCEPT_FROM=2 rule(s) "
 				 "ERDMA_SHIM_PORT_OFFSET=7");
 }
 
@@ -329,6 +391,7 @@ int main(void)
 	    cmocka_unit_test(test_log_file),
 	    cmocka_unit_test(test_default_rules),
 	    cmocka_unit_test(test_allow_deny),
+	    cmocka_unit_test(test_accept_from),
 	    cmocka_unit_test(test_bad_rules),
 	    cmocka_unit_test(test_describe),
 	};

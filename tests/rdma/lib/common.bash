@@ -115,11 +115,12 @@ port_of() { awk '/^ready /{print $2; exit}' "$1"; }
 # held_pair NAME SERVER-ENV CLIENT-ENV SERVER-OPTS [CLIENT-OPTS...]: a held
 # 2-connection xfer transfer of 1 MiB each way, checked; prints
 # "server_qps client_qps" counted while both ends hold their connections.
+# The server listens on HELD_PORT if set, else on a port of the kernel's.
 held_pair() {
 	local name=$1 senv=$2 cenv=$3 sopts=$4 d=$WORK/$1 hold=$WORK/$1.hold
 	shift 4
 	mkdir -p "$d"
-	bg "$d/server" env $senv timeout 120 "$XFER" server "$IP0" 0 --conns 2 --hold "$hold" $sopts
+	bg "$d/server" env $senv timeout 120 "$XFER" server "$IP0" "${HELD_PORT:-0}" --conns 2 --hold "$hold" $sopts
 	local spid=$BG_PID
 	wait_for "$d/server" '^ready ' 20
 	bg "$d/client" env $cenv timeout 120 "$XFER" client "$IP0" "$(port_of "$d/server")" \
