@@ -1123,13 +1123,33 @@ static ssize_t sendfile_rdma(struct shim_sock *s, int in_fd, off_t *offset,
 	return (ssize_t)total;
 }
 
+static ssize_t sendfile_call(struct shim_sock *s, int out_fd, int in_fd,
+			     off_t *offset, size_t count)
+{
+	return RDMA_CALL_SF(out_fd, s, sendfile_rdma(s, in_fd, offset, count),
+			    sendfile(out_fd, in_fd, offset, count));
+}
+
+/*
+ * sendfile is no cancellation point, but over RDMA it reads the file with
+ * pread and waits for room as send does, both cancellation points, while
+ * it holds the socket's reference and its bounce buffer: so cancellation
+ * is off for the whole call, as the kernel's sendfile never acts on one.
+ */
 static __attribute__((noinline)) ssize_t sendfile_slow(struct shim_sock *s,
 						       int out_fd, int in_fd,
 						       off_t *offset,
 						       size_t count)
 {
-	return RDMA_CALL_SF(out_fd, s, sendfile_rdma(s, in_fd, offset, count),
-			    sendfile(out_fd, in_fd, offset, count));
+	ssize_t r;
+	int cs, e;
+
+	shim_nocancel_enter(&cs);
+	r = sendfile_call(s, out_fd, in_fd, offset, count);
+	e = errno;
+	shim_nocancel_leave(cs);
+	errno = e;
+	return r;
 }
 
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
@@ -1141,14 +1161,28 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	return sendfile_slow(s, out_fd, in_fd, offset, count);
 }
 
+static ssize_t sendfile64_call(struct shim_sock *s, int out_fd, int in_fd,
+			       off64_t *offset, size_t count)
+{
+	return RDMA_CALL_SF(out_fd, s,
+			    sendfile_rdma(s, in_fd, (off_t *)offset, count),
+			    sendfile64(out_fd, in_fd, offset, count));
+}
+
 static __attribute__((noinline)) ssize_t sendfile64_slow(struct shim_sock *s,
 							 int out_fd, int in_fd,
 							 off64_t *offset,
 							 size_t count)
 {
-	return RDMA_CALL_SF(out_fd, s,
-			    sendfile_rdma(s, in_fd, (off_t *)offset, count),
-			    sendfile64(out_fd, in_fd, offset, count));
+	ssize_t r;
+	int cs, e;
+
+	shim_nocancel_enter(&cs); /* as sendfile_slow */
+	r = sendfile64_call(s, out_fd, in_fd, offset, count);
+	e = errno;
+	shim_nocancel_leave(cs);
+	errno = e;
+	return r;
 }
 
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
