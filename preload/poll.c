@@ -455,6 +455,19 @@ SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
 	return ppoll(fds, nfds, tmo, sigmask);
 }
 
+/* poll_any over a set select_slow allocated: cancelled in the call (a
+ * pending cancel acts as it starts), the set goes with the cleanup. */
+static int poll_freeing(struct pollfd *p, int n, const struct timespec *tmo,
+			const sigset_t *mask)
+{
+	int ret;
+
+	pthread_cleanup_push(free, p);
+	ret = poll_any(p, (nfds_t)n, shim_ts_to_ms(tmo), tmo, mask);
+	pthread_cleanup_pop(0);
+	return ret;
+}
+
 /* select on top of poll_slow: only when one of the fds is ours. */
 static int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		       const struct timespec *tmo, const sigset_t *mask,
@@ -490,7 +503,10 @@ static int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e,
 	if (!ours)
 		goto out;
 	*handled = true;
-	ret = poll_any(p, (nfds_t)n, shim_ts_to_ms(tmo), tmo, mask);
+	if (p != stack)
+		ret = poll_freeing(p, n, tmo, mask);
+	else
+		ret = poll_any(p, (nfds_t)n, shim_ts_to_ms(tmo), tmo, mask);
 	if (ret < 0) {
 		count = ret;
 		goto out;
