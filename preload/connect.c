@@ -1147,6 +1147,10 @@ static int connect_held(int fd, struct shim_sock *s,
 	}
 	if (kind == SHIM_SK_LISTEN)
 		return -EISCONN; /* what Linux says for a listening socket */
+	if (kind == SHIM_SK_TCP && s->twin)
+		/* a listener adopted across exec (handover.c), not listened
+		 * on again yet: the kernel's listening socket answers */
+		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 	if (kind == SHIM_SK_DEAD)
 		return REAL(connect)(fd, addr, len) < 0 ? -errno : 0;
 	r = collect_refusal(fd, s, addr, len);
