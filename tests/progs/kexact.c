@@ -2418,7 +2418,7 @@ static void *serial_main(void *arg)
 static void case_serial(void)
 {
 	struct serial sv = {0};
-	int c[2] = {-1, -1};
+	int c[2] = {-1, -1}, err = 0;
 	bool ok = true;
 
 	for (int k = 0; k < 2 && ok; k++) {
@@ -2432,6 +2432,7 @@ static void case_serial(void)
 	}
 	pthread_create(&sv.th, NULL, serial_main, &sv);
 	ok = send(c[1], "two", 3, 0) == 3 && send(c[0], "one", 3, 0) == 3;
+	err = errno;
 	close(c[0]);
 	c[0] = -1;
 	if (join_within(sv.th, 10)) {
@@ -2445,7 +2446,7 @@ static void case_serial(void)
 	}
 	say("two connects, the second written first, a serial server -> "
 	    "sends %s, first accepted '%s', second '%s'",
-	    ok ? "ok" : tl_en(errno), sv.got[0], sv.got[1]);
+	    ok ? "ok" : tl_en(err), sv.got[0], sv.got[1]);
 out:
 	for (int k = 0; k < 2; k++)
 		if (c[k] >= 0)
