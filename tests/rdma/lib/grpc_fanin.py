@@ -82,7 +82,6 @@ def splitmix(n, seed):
 def serve(bind):
     lock = threading.Lock()
     st = {"rpcs": 0, "bytes": 0, "mismatches": 0}
-    stop = threading.Event()
 
     def unary(req, ctx):
         want = dict(ctx.invocation_metadata()).get("x-sha256")
@@ -95,7 +94,14 @@ def serve(bind):
             ctx.abort(grpc.StatusCode.DATA_LOSS, "payload checksum mismatch")
         return req
 
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGTERM ends the wait below through the wakeup pipe; its handler
+    # does nothing.  (It set a threading.Event: run while the main thread
+    # was inside Event.wait(), the handler took the Condition's lock that
+    # thread held, and the server never ended -- seen once.)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGTERM, lambda *_: None)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     handlers = {"Unary": grpc.unary_unary_rpc_method_handler(unary, ident, ident)}
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
@@ -106,8 +112,7 @@ def serve(bind):
         return 2
     server.start()
     print("ready", port, flush=True)
-    while not stop.wait(1):
-        pass
+    os.read(wake_r, 1)  # a signal's number, written by the wakeup fd
     server.stop(grace=5).wait()
     print(f"server: rpcs {st['rpcs']} bytes {st['bytes']} mismatches {st['mismatches']}", flush=True)
     return 0
