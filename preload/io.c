@@ -690,16 +690,15 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
  * line so that the kernel-fd path stays one load and a tail call. */
 /* A connect still under way (SHIM_SK_CONNECTING) answers as the kernel's
  * connecting socket: EAGAIN, or a wait for its end and the call again. */
-/* cp: the call is a cancellation point (all but sendfile): a cancel
- * pending acts as it starts, ready or not, as glibc's; before the reference
- * is taken, so nothing is held. */
-#define RDMA_CALL_F(fd, s, fl, tmo, cp, expr, again)                           \
+/* Each call is a cancellation point (sendfile's runs with cancellation off,
+ * sendfile_slow): a cancel pending acts as it starts, ready or not, as
+ * glibc's; before the reference is taken, so nothing is held. */
+#define RDMA_CALL_F(fd, s, fl, tmo, expr, again)                               \
 	({                                                                     \
 		__label__ retry_;                                              \
 		ssize_t r_;                                                    \
 		bool timed_;                                                   \
-		if (cp)                                                        \
-			pthread_testcancel();                                  \
+		pthread_testcancel();                                          \
 	retry_:                                                                \
 		if (unlikely(!shim_sock_tryget(                                \
 			fd, s, SHIM_KINDS_WITH(SHIM_KF_CONN))))                \
@@ -718,12 +717,9 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 		shim_ret(r_);                                                  \
 	})
 #define RDMA_CALL_RD(fd, s, fl, expr, again)                                   \
-	RDMA_CALL_F(fd, s, fl, &(s)->rcvtimeo, true, expr, again)
+	RDMA_CALL_F(fd, s, fl, &(s)->rcvtimeo, expr, again)
 #define RDMA_CALL_WR(fd, s, fl, expr, again)                                   \
-	RDMA_CALL_F(fd, s, fl, &(s)->sndtimeo, true, expr, again)
-/* sendfile is no cancellation point */
-#define RDMA_CALL_SF(fd, s, expr, again)                                       \
-	RDMA_CALL_F(fd, s, 0, &(s)->sndtimeo, false, expr, again)
+	RDMA_CALL_F(fd, s, fl, &(s)->sndtimeo, expr, again)
 
 #define IS_RDMA(s) unlikely((s) && shim_kind_is(s, SHIM_KF_IO_SLOW))
 
@@ -1126,7 +1122,8 @@ static ssize_t sendfile_rdma(struct shim_sock *s, int in_fd, off_t *offset,
 static ssize_t sendfile_call(struct shim_sock *s, int out_fd, int in_fd,
 			     off_t *offset, size_t count)
 {
-	return RDMA_CALL_SF(out_fd, s, sendfile_rdma(s, in_fd, offset, count),
+	return RDMA_CALL_WR(out_fd, s, 0,
+			    sendfile_rdma(s, in_fd, offset, count),
 			    sendfile(out_fd, in_fd, offset, count));
 }
 
@@ -1164,7 +1161,7 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 static ssize_t sendfile64_call(struct shim_sock *s, int out_fd, int in_fd,
 			       off64_t *offset, size_t count)
 {
-	return RDMA_CALL_SF(out_fd, s,
+	return RDMA_CALL_WR(out_fd, s, 0,
 			    sendfile_rdma(s, in_fd, (off_t *)offset, count),
 			    sendfile64(out_fd, in_fd, offset, count));
 }
