@@ -200,7 +200,7 @@ mkdir -p "$d"
 bg "$d/server" env $S timeout 60 "$XFER" server "$IP0" "$P" --conns 1
 spid=$BG_PID
 wait_for "$d/server" '^ready ' 20
-wait_for "$d/server" "RDMA port $P \\(the twin of TCP port $P\\) is held by pid [0-9]+ \\(uid 65534\\), not by this listener's processes" 20
+wait_for "$d/server" "RDMA port $((P + off - 1)) \\(the twin of TCP port $P\\) is held by pid [0-9]+ \\(uid 65534\\), not by this listener's processes" 20
 echo "PASS root's server on $P warns: $(grep -o 'held by pid [0-9]* (uid 65534)' "$d/server")"
 # KNOWN (docs/security.md, "Ports and peers"): a shimmed client of port P
 # still goes to the twin port, and the squatter answers it.  Counted, so
