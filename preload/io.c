@@ -1158,29 +1158,9 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	return sendfile_slow(s, out_fd, in_fd, offset, count);
 }
 
-static ssize_t sendfile64_call(struct shim_sock *s, int out_fd, int in_fd,
-			       off64_t *offset, size_t count)
-{
-	return RDMA_CALL_WR(out_fd, s, 0,
-			    sendfile_rdma(s, in_fd, (off_t *)offset, count),
-			    sendfile64(out_fd, in_fd, offset, count));
-}
-
-static __attribute__((noinline)) ssize_t sendfile64_slow(struct shim_sock *s,
-							 int out_fd, int in_fd,
-							 off64_t *offset,
-							 size_t count)
-{
-	ssize_t r;
-	int cs, e;
-
-	shim_nocancel_enter(&cs); /* as sendfile_slow */
-	r = sendfile64_call(s, out_fd, in_fd, offset, count);
-	e = errno;
-	shim_nocancel_leave(cs);
-	errno = e;
-	return r;
-}
+/* off64_t is off_t here (LP64): sendfile64's RDMA path is sendfile's, its
+ * fallback through sendfile (the same kernel call) */
+_Static_assert(sizeof(off_t) == sizeof(off64_t), "LP64 only");
 
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 			       size_t count)
@@ -1189,7 +1169,7 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 
 	if (likely(!IS_RDMA(s)))
 		return REAL(sendfile64)(out_fd, in_fd, offset, count);
-	return sendfile64_slow(s, out_fd, in_fd, offset, count);
+	return sendfile_slow(s, out_fd, in_fd, (off_t *)offset, count);
 }
 
 /*
