@@ -2696,6 +2696,32 @@ static void case_outq(void)
 	unpair(&p);
 }
 
+/* review3: SO_RCVLOWAT holds readiness until that many bytes are queued
+ * (tcp_poll).  (Not a blocking recv across two arrivals: the kernel's
+ * wake-up then compares what is left to the whole mark and never comes.) */
+static void case_rcvlowat(void)
+{
+	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	char buf[64], n[24];
+	struct pair p;
+	int lowat = 10, r;
+	long got;
+
+	if (mkpair(&p))
+		return;
+	setsockopt(p.s, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+	pf.fd = p.s;
+	send(p.c, "12345", 5, 0);
+	tl_sleep_ms(100); /* (only so that the 5 bytes are surely there) */
+	r = poll(&pf, 1, 300);
+	say("SO_RCVLOWAT 10, 5 bytes queued: poll(IN, 0.3 s) -> %d", r);
+	send(p.c, "67890", 5, 0);
+	r = poll(&pf, 1, 5000);
+	got = recv(p.s, buf, sizeof(buf), MSG_DONTWAIT);
+	say("5 more: poll -> %d, recv -> %s", r, rstr(got, n, sizeof(n)));
+	unpair(&p);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -2736,6 +2762,7 @@ static const struct {
     {"peekv", case_peekv},
     {"tcpinfo", case_tcpinfo},
     {"outq", case_outq},
+    {"rcvlowat", case_rcvlowat},
 };
 
 static void *watchdog(void *arg)

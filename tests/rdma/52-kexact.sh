@@ -106,6 +106,8 @@
 #            CLOSE_WAIT after the peer's close is read  [review3]
 #   outq     ioctl(SIOCOUTQ) after filling the send path of a peer that
 #            does not read: more than 0  [review3]
+#   rcvlowat SO_RCVLOWAT 10 with 5 bytes queued: poll says nothing
+#            until 10 are  [review3]
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
