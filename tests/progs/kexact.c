@@ -2612,6 +2612,14 @@ static void case_read0(void)
 	r = read(p.s, buf, 0);
 	say("non-blocking read(0), nothing queued -> %s",
 	    rstr(r, n, sizeof(n)));
+	/* the same for writes: the kernel's writev of nothing never reaches
+	 * the socket, a write(0) does (EPIPE once shut; SIGPIPE ignored) */
+	shutdown(p.s, SHUT_WR);
+	r = writev(p.s, &v, 1);
+	say("after shutdown(SHUT_WR): writev(one empty iovec) -> %s",
+	    rstr(r, n, sizeof(n)));
+	r = write(p.s, buf, 0);
+	say("after shutdown(SHUT_WR): write(0) -> %s", rstr(r, n, sizeof(n)));
 	unpair(&p);
 }
 

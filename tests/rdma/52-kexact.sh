@@ -100,7 +100,9 @@
 #            pins the clamped size) and the accepted socket (its
 #            listener's); the kernel's minimum; SO_RCVBUFFORCE as root
 #   read0    read()/readv() of zero bytes: 0 at once, blocking or not
-#            (the kernel's sock_read_iter; recv(0) waits: recv0)  [review3]
+#            (the kernel's sock_read_iter; recv(0) waits: recv0); after
+#            SHUT_WR a writev of nothing is 0 (the VFS never calls the
+#            socket), a write(0) EPIPE  [review3]
 #   peekv    recvmsg(MSG_PEEK) over two iovecs fills both  [review3]
 #   tcpinfo  getsockopt(TCP_INFO) tcpi_state: ESTABLISHED on both ends,
 #            CLOSE_WAIT after the peer's close is read  [review3]
