@@ -22,7 +22,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -36,6 +38,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -43,6 +46,7 @@
 #include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2574,6 +2578,158 @@ static void case_cancel_mask(void)
 	unpair(&p);
 }
 
+/*
+ * review3: zero-length read()/readv() on a socket return 0 at once in the
+ * kernel, blocking or not (sock_read_iter: "Match SYS5 behaviour"), unlike
+ * recv(0), which waits (case recv0).
+ */
+static void case_read0(void)
+{
+	char buf[16], n[24];
+	struct iovec v = {.iov_base = buf, .iov_len = 0};
+	struct pair p;
+	struct later l;
+	int64_t t0;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	later_start(&l, p.c, "ab", 300);
+	t0 = tl_now_ms();
+	r = read(p.s, buf, 0);
+	say("blocking read(0), nothing queued, 2 bytes after 0.3 s -> %s %s",
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0));
+	later_join(&l);
+	recv(p.s, buf, 2, MSG_WAITALL);
+	later_start(&l, p.c, "cd", 300);
+	t0 = tl_now_ms();
+	r = readv(p.s, &v, 1);
+	say("blocking readv(one empty iovec), 2 bytes after 0.3 s -> %s %s",
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0));
+	later_join(&l);
+	recv(p.s, buf, 2, MSG_WAITALL);
+	set_nb(p.s, true);
+	r = read(p.s, buf, 0);
+	say("non-blocking read(0), nothing queued -> %s",
+	    rstr(r, n, sizeof(n)));
+	/* the same for writes: the kernel's writev of nothing never reaches
+	 * the socket, a write(0) does (EPIPE once shut; SIGPIPE ignored) */
+	shutdown(p.s, SHUT_WR);
+	r = writev(p.s, &v, 1);
+	say("after shutdown(SHUT_WR): writev(one empty iovec) -> %s",
+	    rstr(r, n, sizeof(n)));
+	r = write(p.s, buf, 0);
+	say("after shutdown(SHUT_WR): write(0) -> %s", rstr(r, n, sizeof(n)));
+	unpair(&p);
+}
+
+/* review3: a MSG_PEEK recvmsg fills every iovec, as a plain one does. */
+static void case_peekv(void)
+{
+	char data[50], a[4], b[100], all[50], n[24];
+	struct iovec v[2] = {{.iov_base = a, .iov_len = sizeof(a)},
+			     {.iov_base = b, .iov_len = sizeof(b)}};
+	struct msghdr m = {.msg_iov = v, .msg_iovlen = 2};
+	struct pair p;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	memset(data, 'x', sizeof(data));
+	send(p.c, data, sizeof(data), 0);
+	r = recv(p.s, all, sizeof(all), MSG_PEEK | MSG_WAITALL);
+	say("all 50 bytes queued (a PEEK|WAITALL) -> %s",
+	    rstr(r, n, sizeof(n)));
+	r = recvmsg(p.s, &m, MSG_PEEK);
+	say("recvmsg(PEEK) over iovecs of 4 and 100 bytes -> %s",
+	    rstr(r, n, sizeof(n)));
+	r = recvmsg(p.s, &m, 0);
+	say("then recvmsg over the same -> %s", rstr(r, n, sizeof(n)));
+	unpair(&p);
+}
+
+static const char *tcp_state(int fd, char *buf, size_t len)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
+		return tl_en(errno);
+	snprintf(buf, len, "%s",
+		 ti.tcpi_state == TCP_ESTABLISHED  ? "ESTABLISHED"
+		 : ti.tcpi_state == TCP_CLOSE_WAIT ? "CLOSE_WAIT"
+		 : ti.tcpi_state == TCP_CLOSE	   ? "CLOSE"
+						   : "other");
+	return buf;
+}
+
+/* review3: getsockopt(TCP_INFO) says what state the connection is in. */
+static void case_tcpinfo(void)
+{
+	char buf[4], n[24];
+	struct pair p;
+
+	if (mkpair(&p))
+		return;
+	say("client: tcpi_state %s", tcp_state(p.c, n, sizeof(n)));
+	say("server: tcpi_state %s", tcp_state(p.s, n, sizeof(n)));
+	close(p.c);
+	p.c = -1;
+	say("server: the client's close read (%ld), tcpi_state %s",
+	    (long)recv(p.s, buf, sizeof(buf), 0), tcp_state(p.s, n, sizeof(n)));
+	unpair(&p);
+}
+
+/* review3: SIOCOUTQ counts what was sent and not yet taken by the peer. */
+static void case_outq(void)
+{
+	static char data[64 * 1024];
+	struct pair p;
+	long total = 0, r;
+	int q = -1;
+
+	if (mkpair(&p))
+		return;
+	set_nb(p.c, true);
+	do {
+		r = send(p.c, data, sizeof(data), 0);
+		total += r > 0 ? r : 0;
+	} while (r > 0 && total < (256L << 20));
+	say("sent until %s", r < 0 ? tl_en(errno) : "256 MiB");
+	if (ioctl(p.c, SIOCOUTQ, &q) < 0)
+		say("SIOCOUTQ -> %s", tl_en(errno));
+	else
+		say("SIOCOUTQ with the peer not reading -> %s",
+		    q > 0 ? "more than 0" : "0");
+	unpair(&p);
+}
+
+/* review3: SO_RCVLOWAT holds readiness until that many bytes are queued
+ * (tcp_poll).  (Not a blocking recv across two arrivals: the kernel's
+ * wake-up then compares what is left to the whole mark and never comes.) */
+static void case_rcvlowat(void)
+{
+	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	char buf[64], n[24];
+	struct pair p;
+	int lowat = 10, r;
+	long got;
+
+	if (mkpair(&p))
+		return;
+	setsockopt(p.s, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+	pf.fd = p.s;
+	send(p.c, "12345", 5, 0);
+	tl_sleep_ms(100); /* (only so that the 5 bytes are surely there) */
+	r = poll(&pf, 1, 300);
+	say("SO_RCVLOWAT 10, 5 bytes queued: poll(IN, 0.3 s) -> %d", r);
+	send(p.c, "67890", 5, 0);
+	r = poll(&pf, 1, 5000);
+	got = recv(p.s, buf, sizeof(buf), MSG_DONTWAIT);
+	say("5 more: poll -> %d, recv -> %s", r, rstr(got, n, sizeof(n)));
+	unpair(&p);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -2610,6 +2766,11 @@ static const struct {
     {"trunc-timeo", case_trunc_timeo},
     {"cancel-mask", case_cancel_mask},
     {"serial", case_serial},
+    {"read0", case_read0},
+    {"peekv", case_peekv},
+    {"tcpinfo", case_tcpinfo},
+    {"outq", case_outq},
+    {"rcvlowat", case_rcvlowat},
 };
 
 static void *watchdog(void *arg)

@@ -99,6 +99,17 @@
 #            on a listener, a client (which still connects: its rsocket
 #            pins the clamped size) and the accepted socket (its
 #            listener's); the kernel's minimum; SO_RCVBUFFORCE as root
+#   read0    read()/readv() of zero bytes: 0 at once, blocking or not
+#            (the kernel's sock_read_iter; recv(0) waits: recv0); after
+#            SHUT_WR a writev of nothing is 0 (the VFS never calls the
+#            socket), a write(0) EPIPE  [review3]
+#   peekv    recvmsg(MSG_PEEK) over two iovecs fills both  [review3]
+#   tcpinfo  getsockopt(TCP_INFO) tcpi_state: ESTABLISHED on both ends,
+#            CLOSE_WAIT after the peer's close is read  [review3]
+#   outq     ioctl(SIOCOUTQ) after filling the send path of a peer that
+#            does not read: more than 0  [review3]
+#   rcvlowat SO_RCVLOWAT 10 with 5 bytes queued: poll says nothing
+#            until 10 are  [review3]
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
