@@ -290,6 +290,37 @@ static ssize_t recv_discard(struct shim_sock *s, size_t want, int flags)
 	return got ? (ssize_t)got : r;
 }
 
+/*
+ * A peek over several buffers.  rsockets' peek always starts at the head
+ * of what is queued, so a piece per buffer would show every buffer the
+ * same bytes, and the kernel fills them in order: so one peek into a sink
+ * (peek_cap: no larger than what can be queued), spread over the buffers.
+ */
+static ssize_t recv_peekv(struct shim_sock *s, const struct iovec *iov, int cnt,
+			  size_t want, int flags, int64_t *deadline)
+{
+	char stack[512];
+	size_t cap = peek_cap(s, want), off = 0;
+	char *sink = cap <= sizeof(stack) ? stack : malloc(cap);
+	struct iovec v = {.iov_base = sink, .iov_len = cap};
+	ssize_t r;
+
+	if (!sink)
+		return -ENOMEM;
+	r = recvv(s, &v, 1, flags, deadline);
+	for (int k = 0; k < cnt && r > 0 && off < (size_t)r; k++) {
+		size_t n = (size_t)r - off;
+
+		if (n > iov[k].iov_len)
+			n = iov[k].iov_len;
+		memcpy(iov[k].iov_base, sink + off, n);
+		off += n;
+	}
+	if (sink != stack)
+		free(sink);
+	return r;
+}
+
 ssize_t shim_rdma_recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			int flags)
 {
@@ -326,6 +357,8 @@ static ssize_t recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		return recv_discard(s, want, flags);
 	if (bad_iov(iov, cnt))
 		return -EFAULT;
+	if ((flags & MSG_PEEK) && cnt > 1)
+		return recv_peekv(s, iov, cnt, want, flags, deadline);
 	/* After shutdown(SHUT_RD) what is queued still reads, then EOF: the
 	 * kernel neither drops it nor waits. */
 	if (s->rd_shut)
@@ -723,9 +756,28 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 
 #define IS_RDMA(s) unlikely((s) && shim_kind_is(s, SHIM_KF_IO_SLOW))
 
+/*
+ * A read, readv or writev of nothing never reaches a socket: the kernel's
+ * sock_read_iter returns 0 for it at once ("Match SYS5 behaviour"; a
+ * recv(0) waits for data), and readv/writev with an empty total stop in
+ * the VFS (no EPIPE after SHUT_WR either).  So the fd's own kernel socket
+ * answers them, the VFS's checks (EINVAL, EFAULT) included.
+ */
+static bool iov_kernel(const struct iovec *iov, int cnt)
+{
+	if (cnt <= 0 || cnt > IOV_MAX || shim_bad_ptr(iov))
+		return true;
+	for (int k = 0; k < cnt; k++)
+		if (iov[k].iov_len)
+			return false;
+	return true;
+}
+
 static __attribute__((noinline)) ssize_t read_slow(struct shim_sock *s, int fd,
 						   void *buf, size_t n)
 {
+	if (!n)
+		return REAL(read)(fd, buf, n);
 	return RDMA_CALL_RD(fd, s, 0, recv1(s, buf, n, 0), read(fd, buf, n));
 }
 
@@ -741,6 +793,8 @@ SHIM_EXPORT ssize_t read(int fd, void *buf, size_t n)
 static __attribute__((noinline)) ssize_t
 __read_chk_slow(struct shim_sock *s, int fd, void *buf, size_t n, size_t buflen)
 {
+	if (!n)
+		return REAL(read)(fd, buf, n); /* as read_slow */
 	return RDMA_CALL_RD(fd, s, 0, recv1(s, buf, n, 0),
 			    __read_chk(fd, buf, n, buflen));
 }
@@ -759,6 +813,8 @@ SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 static __attribute__((noinline)) ssize_t
 readv_slow(struct shim_sock *s, int fd, const struct iovec *iov, int iovcnt)
 {
+	if (iov_kernel(iov, iovcnt))
+		return REAL(readv)(fd, iov, iovcnt);
 	return RDMA_CALL_RD(fd, s, 0, shim_rdma_recvv(s, iov, iovcnt, 0),
 			    readv(fd, iov, iovcnt));
 }
@@ -793,6 +849,8 @@ SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 static __attribute__((noinline)) ssize_t
 writev_slow(struct shim_sock *s, int fd, const struct iovec *iov, int iovcnt)
 {
+	if (iov_kernel(iov, iovcnt))
+		return REAL(writev)(fd, iov, iovcnt);
 	return RDMA_CALL_WR(fd, s, 0, shim_rdma_sendv(s, iov, iovcnt, 0),
 			    writev(fd, iov, iovcnt));
 }
