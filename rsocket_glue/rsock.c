@@ -1003,7 +1003,7 @@ ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags)
  * does: reads and writes no longer wait, and HUP once shut both ways.
  * Inline: every send's look and every poll's entry ask it. */
 static inline __attribute__((always_inline)) short shut_bits(int rs,
-								short events)
+							     short events)
 {
 	unsigned char m;
 	short b = 0;
