@@ -1833,7 +1833,7 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 			return real_call;                                      \
 		/* a cancellation point: a cancel pending acts as the call     \
 		 * starts, ready or not, as glibc's; before the reference */   \
-		pthread_testcancel();                                          \
+		shim_testcancel();                                             \
 	} while (unlikely(                                                     \
 	    !shim_sock_tryget(epfd, es, SHIM_KINDS_WITH(SHIM_KF_EPSET))));     \
 	shim_sig_edge_enter();                                                 \

@@ -707,7 +707,7 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 		__label__ retry_;                                              \
 		ssize_t r_;                                                    \
 		bool timed_;                                                   \
-		pthread_testcancel();                                          \
+		shim_testcancel();                                             \
 	retry_:                                                                \
 		if (unlikely(!shim_sock_tryget(                                \
 			fd, s, SHIM_KINDS_WITH(SHIM_KF_CONN))))                \
