@@ -8,11 +8,15 @@
 #include "shim.h"
 #include "glue.h"
 
+int shim_cancel_asked;
+
 SHIM_EXPORT int pthread_cancel(pthread_t th)
 {
 	int r;
 
 	shim_ensure_init();
+	/* before the request: see shim_testcancel (syms.h) */
+	__atomic_store_n(&shim_cancel_asked, 1, __ATOMIC_SEQ_CST);
 	r = REAL(pthread_cancel)(th);
 	if (r)
 		return r;

@@ -1355,7 +1355,7 @@ static __attribute__((noinline)) int connect_ours(int fd, struct shim_sock *s,
 {
 	int r;
 
-	pthread_testcancel(); /* a pending cancel: before anything is done */
+	shim_testcancel(); /* a pending cancel: before anything is done */
 	for (;;) {
 		/* a close() came first: the fd is another's now */
 		if (unlikely(!shim_sock_tryget(

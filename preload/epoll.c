@@ -1146,6 +1146,7 @@ struct scan {
 	struct pollfd *p, p_stack[64];
 	struct ep_reg **v, *v_stack[64];
 	int n, at, left; /* left: not yet visited in this call */
+	int skipped;	 /* candidates left out (visited in this turn) */
 };
 
 static void scan_done(struct scan *sc)
@@ -1165,15 +1166,16 @@ static bool scan_wants(const struct ep_set *set, const struct ep_reg *r)
 static int scan_take(struct ep_set *set, struct scan *sc)
 {
 	struct ep_reg *r;
-	int n = 0, k = 0;
+	int n = 0, k = 0, all = 0;
 
 	sc->p = sc->p_stack;
 	sc->v = sc->v_stack;
-	sc->n = sc->at = sc->left = 0;
+	sc->n = sc->at = sc->left = sc->skipped = 0;
 	if (!__atomic_load_n(&set->nemul, __ATOMIC_RELAXED))
 		return 0;
-	for (r = set->cand; r; r = r->cand_next)
+	for (r = set->cand; r; r = r->cand_next, all++)
 		n += scan_wants(set, r);
+	sc->skipped = all - n;
 	if (!n) /* nothing to look at (a second turn of a call that saw
 		 * every candidate already): no rpoll of none */
 		return 0;
@@ -1725,10 +1727,12 @@ static int gather(struct ep_set *set, struct epoll_event *evs, int max)
 			out = kernel_turn(set, evs, out, max);
 		} else if (!set->kturn && sc.left) {
 			out = rdma_turn(set, &sc, evs, out, max);
-		} else if (!set->kturn && !rescanned) {
+		} else if (!set->kturn && !rescanned && sc.skipped) {
 			/* a turn ended in this call and the kernel had its
 			 * own: the next turn, of those this call has not seen
-			 */
+			 * (none when its first look took every candidate:
+			 * under the lock, only the walk adds one, and only
+			 * one it has seen) */
 			rescanned = true;
 			scan_done(&sc);
 			if (scan_take(set, &sc) < 0 || !sc.n)
@@ -1829,7 +1833,7 @@ static int wait_slow(struct shim_sock *es, struct epoll_event *evs, int max,
 			return real_call;                                      \
 		/* a cancellation point: a cancel pending acts as the call     \
 		 * starts, ready or not, as glibc's; before the reference */   \
-		pthread_testcancel();                                          \
+		shim_testcancel();                                             \
 	} while (unlikely(                                                     \
 	    !shim_sock_tryget(epfd, es, SHIM_KINDS_WITH(SHIM_KF_EPSET))));     \
 	shim_sig_edge_enter();                                                 \

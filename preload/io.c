@@ -497,6 +497,7 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		return broken_pipe_reset(s, flags);
 
 	while (sent < want) {
+		const struct iovec *vp = v;
 		int n = 0;
 		ssize_t r;
 
@@ -506,18 +507,26 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			break;
 		}
 
-		/* Gather up to 64 iovecs per rsendmsg: one RDMA write for
-		 * many small slices (gRPC sends up to 260 per sendmsg). */
-		while (i < cnt && !iov[i].iov_len)
-			i++;
-		for (int k = i; k < cnt && n < 64; k++) {
-			size_t o = k == i ? off : 0;
+		if (cnt == 1 && !off) {
+			/* one slice (send, write), none of it sent yet: as
+			 * it is (want > 0: not empty) */
+			vp = iov;
+			n = 1;
+		} else {
+			/* Gather up to 64 iovecs per rsendmsg: one RDMA write
+			 * for many small slices (gRPC sends up to 260 per
+			 * sendmsg). */
+			while (i < cnt && !iov[i].iov_len)
+				i++;
+			for (int k = i; k < cnt && n < 64; k++) {
+				size_t o = k == i ? off : 0;
 
-			if (iov[k].iov_len <= o)
-				continue;
-			v[n].iov_base = (char *)iov[k].iov_base + o;
-			v[n].iov_len = iov[k].iov_len - o;
-			n++;
+				if (iov[k].iov_len <= o)
+					continue;
+				v[n].iov_base = (char *)iov[k].iov_base + o;
+				v[n].iov_len = iov[k].iov_len - o;
+				n++;
+			}
 		}
 		/* rsockets accepts sends into its buffer long after the peer
 		 * has gone (until credits run out): the first send looks
@@ -527,7 +536,7 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 			short rev;
 
 			looked = true;
-			r = sg_sendv_look(s->rs, v, n, MSG_DONTWAIT, &rev);
+			r = sg_sendv_look(s->rs, vp, n, MSG_DONTWAIT, &rev);
 			if (rev & (POLLHUP | POLLERR)) {
 				/* shut both ways by another thread since the
 				 * check above: that HUP is ours, not the
@@ -539,7 +548,7 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 				return past_end(s, want, rev, flags);
 			}
 		} else {
-			r = sg_sendv(s->rs, v, n, MSG_DONTWAIT);
+			r = sg_sendv(s->rs, vp, n, MSG_DONTWAIT);
 		}
 		if (r > 0) {
 			sent += (size_t)r;
@@ -731,7 +740,7 @@ static inline ssize_t send1(struct shim_sock *s, const void *buf, size_t n,
 		__label__ retry_;                                              \
 		ssize_t r_;                                                    \
 		bool timed_;                                                   \
-		pthread_testcancel();                                          \
+		shim_testcancel();                                             \
 	retry_:                                                                \
 		if (unlikely(!shim_sock_tryget(                                \
 			fd, s, SHIM_KINDS_WITH(SHIM_KF_CONN))))                \

@@ -374,7 +374,7 @@ static int poll_any(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 
 	/* a cancellation point: a cancel pending acts as the call starts,
 	 * whether or not an fd is ready, as glibc's */
-	pthread_testcancel();
+	shim_testcancel();
 	held = shim_wait_mask_begin(&wm, mask);
 
 	shim_sig_edge_enter();

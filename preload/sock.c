@@ -176,8 +176,9 @@ void shim_sock_on_events(const struct shim_sock_ev *ev)
 }
 
 /* The last reference went: the rsocket closes, the sock goes to the pool.
- * Out of line, so that shim_sock_put's common case sets up no frame. */
-static __attribute__((noinline)) void sock_release(struct shim_sock *s)
+ * Out of line, so that shim_sock_put's common case (sock.h, inline) sets
+ * up no frame. */
+__attribute__((noinline)) void shim_sock_release(struct shim_sock *s)
 {
 	int e = errno; /* a caller's errno survives the last reference */
 	int kind = shim_kind(s);
@@ -199,14 +200,6 @@ static __attribute__((noinline)) void sock_release(struct shim_sock *s)
 	pool = s;
 	pool_unlock();
 	errno = e;
-}
-
-void shim_sock_put(struct shim_sock *s)
-{
-	if (shim_sock_is_sentinel(s))
-		return;
-	if (!__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL))
-		sock_release(s);
 }
 
 bool shim_sock_put_unless_last(struct shim_sock *s)

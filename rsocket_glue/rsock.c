@@ -999,42 +999,11 @@ ssize_t sg_sendv(int rs, const struct iovec *iov, int iovcnt, int flags)
 	return wr_gone(rs, LIB_CALL(rsendmsg(rs, &m, flags)));
 }
 
-static short shut_bits(int rs, short events);
-
-/* One rpoll(0) of rs for POLLOUT, then, unless it shows the connection's
- * end (HUP or ERR, which go to *rev), the send: both inside one library
- * call.  A single slice goes by rsend, which rsockets can post inline
- * from the program's buffer (rsendmsg copies it to its buffer first).
- * Returns what the send returned, 0 when *rev stopped it. */
-static long look_send(int rs, const struct iovec *iov, int iovcnt, int flags,
-		      short *rev)
-{
-	struct pollfd p = {.fd = rs, .events = POLLOUT};
-	struct msghdr m = {.msg_iov = (struct iovec *)iov,
-			   .msg_iovlen = (size_t)iovcnt};
-
-	*rev = 0;
-	if (rpoll(&p, 1, 0) >= 0) { /* as sg_poll marks it */
-		*rev = p.revents | shut_bits(rs, POLLOUT);
-		if (cm_is_gone(rs))
-			*rev |= POLLHUP;
-		if (*rev & (POLLHUP | POLLERR))
-			return 0;
-	}
-	if (iovcnt == 1)
-		return rsend(rs, iov[0].iov_base, iov[0].iov_len, flags);
-	return rsendmsg(rs, &m, flags);
-}
-
-ssize_t sg_sendv_look(int rs, const struct iovec *iov, int iovcnt, int flags,
-		      short *rev)
-{
-	return wr_gone(rs, LIB_CALL(look_send(rs, iov, iovcnt, flags, rev)));
-}
-
 /* What the program's own shutdown makes rs show, as the kernel's tcp_poll
- * does: reads and writes no longer wait, and HUP once shut both ways. */
-static short shut_bits(int rs, short events)
+ * does: reads and writes no longer wait, and HUP once shut both ways.
+ * Inline: every send's look and every poll's entry ask it. */
+static inline __attribute__((always_inline)) short shut_bits(int rs,
+							     short events)
 {
 	unsigned char m;
 	short b = 0;
@@ -1051,6 +1020,40 @@ static short shut_bits(int rs, short events)
 	if (m == 3)
 		b |= POLLHUP;
 	return b & (short)(events | POLLHUP);
+}
+
+/* One rpoll(0) of rs for POLLOUT, then, unless it shows the connection's
+ * end (HUP or ERR, which go to *rev), the send: both inside one library
+ * call.  A single slice goes by rsend, which rsockets can post inline
+ * from the program's buffer (rsendmsg copies it to its buffer first).
+ * Returns what the send returned, 0 when *rev stopped it. */
+static long look_send(int rs, const struct iovec *iov, int iovcnt, int flags,
+		      short *rev)
+{
+	struct pollfd p = {.fd = rs, .events = POLLOUT};
+	struct msghdr m;
+
+	*rev = 0;
+	if (rpoll(&p, 1, 0) >= 0) { /* as sg_poll marks it */
+		*rev = p.revents | shut_bits(rs, POLLOUT);
+		if (cm_is_gone(rs))
+			*rev |= POLLHUP;
+		if (*rev & (POLLHUP | POLLERR))
+			return 0;
+	}
+	if (iovcnt == 1)
+		return rsend(rs, iov[0].iov_base, iov[0].iov_len, flags);
+	/* set up only here: a 1-byte send's look and send are ~100
+	 * instructions of the shim's own */
+	m = (struct msghdr){.msg_iov = (struct iovec *)iov,
+			    .msg_iovlen = (size_t)iovcnt};
+	return rsendmsg(rs, &m, flags);
+}
+
+ssize_t sg_sendv_look(int rs, const struct iovec *iov, int iovcnt, int flags,
+		      short *rev)
+{
+	return wr_gone(rs, LIB_CALL(look_send(rs, iov, iovcnt, flags, rev)));
 }
 
 /* Is any of fds shut down by the program? */

@@ -309,12 +309,6 @@ int shim_sig_poll(struct pollfd *p, nfds_t n, int timeout_ms)
 	return r;
 }
 
-bool shim_wait_mask_begin(struct shim_wait_mask *w, const sigset_t *mask)
-{
-	w->mask = mask;
-	return mask && !pthread_sigmask(SIG_BLOCK, mask, &w->old);
-}
-
 void shim_wait_mask_cancelled(void *arg)
 {
 	struct shim_wait_mask *w = arg;

@@ -75,8 +75,9 @@ static inline void shim_sig_edge_enter(void)
 	shim_sigd.edge++;
 }
 /* true: handlers wait for this call to run them (shim_sig_run).  Any
- * call's end runs them, nested or not: none is left waiting. */
-static inline bool shim_sig_edge_leave(void)
+ * call's end runs them, nested or not: none is left waiting.  Always
+ * inline: epoll_wait's end called an out-of-line copy. */
+static inline __attribute__((always_inline)) bool shim_sig_edge_leave(void)
 {
 	shim_sigd.edge--;
 	return unlikely(shim_sig_waiting());
@@ -127,7 +128,14 @@ struct shim_wait_mask {
 	sigset_t old;
 	const sigset_t *mask;
 };
-bool shim_wait_mask_begin(struct shim_wait_mask *w, const sigset_t *mask);
+/* Inline: most waits have no mask (poll, epoll_wait), and then it is one
+ * test, not a call. */
+static inline bool shim_wait_mask_begin(struct shim_wait_mask *w,
+					const sigset_t *mask)
+{
+	w->mask = mask;
+	return mask && !pthread_sigmask(SIG_BLOCK, mask, &w->old);
+}
 void shim_wait_mask_cancelled(void *arg);
 
 #endif

@@ -143,6 +143,23 @@ static inline bool shim_in_lib(void)
 }
 
 /*
+ * Set (for good) by the shim's pthread_cancel before it asks for a cancel
+ * (cancel.c).  Each exported cancellation point acts on a cancel already
+ * pending as it starts, as glibc's do (pthread_testcancel); while no
+ * thread of the process was ever asked to cancel, none can be pending,
+ * and that check is this one load instead of a call into libc.  seq_cst:
+ * a load that reads 0 came before the first cancel was asked (its store
+ * precedes the request), so the call began before it, as a glibc call
+ * that found no cancel pending.
+ */
+extern int shim_cancel_asked SHIM_HIDDEN;
+static inline void shim_testcancel(void)
+{
+	if (unlikely(__atomic_load_n(&shim_cancel_asked, __ATOMIC_SEQ_CST)))
+		pthread_testcancel();
+}
+
+/*
  * A stretch of the shim's own with cancellation disabled
  * (pthread_setcancelstate), counted per thread: the library calls made
  * inside it (LIB_CALL) find it disabled already and skip their own pair
