@@ -51,9 +51,10 @@ HANDED=$N one py-forking python3 "$PY" "$IP0"
 # inheritable), execfail (the same child first tries an exec that fails,
 # ENOENT: after it every rdma_cm file of the child's is close-on-exec
 # again, its own check, exit 3 if not) and preexec (subprocess.Popen whose
-# preexec_fn marks both inheritable: _posixsubprocess's exec).  Before,
-# the reservation went across only when the listener was inheritable at
-# the fork: each of these lost RDMA (require refused).
+# preexec_fn marks both inheritable: _posixsubprocess's exec), and reexec
+# (no fork: the process itself makes them inheritable and execs the server
+# image).  Before, the reservation went across only when the listener was
+# inheritable at a fork: each of these lost RDMA (require refused).
 supervise_case() {
 	local shape=$1 tag=supervise${1:+-$1} kept
 	one "$tag" python3 "$(dirname "$0")/lib/supervise.py" "$IP0" ${shape:+"$shape"}
@@ -73,7 +74,7 @@ supervise_case() {
 		echo "PASS $tag: both reservations kept across the exec, the re-listened one's door opened on them${shape:+ (listeners made inheritable: $shape)}"
 	fi
 }
-for shape in "" dup2 execfail preexec; do
+for shape in "" dup2 execfail preexec reexec; do
 	supervise_case "$shape"
 done
 

@@ -18,6 +18,8 @@ SHAPE says when the listeners become inheritable and how the child is made:
             close-on-exec again after it (said on stderr), else exit 3
   preexec   subprocess.Popen whose preexec_fn makes them inheritable in
             the child (close_fds=False): _posixsubprocess's exec
+  reexec    no fork: the process makes them inheritable and execs the
+            server image itself (nothing lives on to hold the listener)
 """
 import os
 import signal
@@ -108,6 +110,8 @@ def supervise(addr, shape):
             os.set_inheritable(spare.fileno(), True)
         child = subprocess.Popen(argv + [str(fd), str(spare.fileno())],
                                  close_fds=False, preexec_fn=inherit).pid
+    elif shape == "reexec":
+        child = 0
     else:
         child = os.fork()
     if child == 0:
