@@ -748,20 +748,21 @@ static void relayed_import(void)
  * its child execs a server image that calls listen() again on the
  * inherited listener, while the supervisor keeps its copy and never
  * accepts: the reservation, close-on-exec and still the supervisor's,
- * would keep the child's door off the port.  So a fork child whose
- * listener will survive an exec (an fd of it not close-on-exec) keeps its
- * copy of the reservation's file across the exec too (this fd only: the
- * parent's stays close-on-exec) and names it in its environment -- the
- * listening socket's inode (not its fd number, which the program may move),
- * the file's fd, the id -- and an image started with it takes the file
- * back (close-on-exec again) and puts it on the socket with that inode, as
- * an eligible TCP socket, so its listen() keeps it instead of reserving
- * anew and its door's opener frees it as any.  Files no socket matches
- * are closed.  An image without the shim (or a setuid one) keeps the file
- * unused, its fd open, holding the reservation while it lives.
+ * would keep the child's door off the port.  So at an exec (exec.c), each
+ * listener that the exec keeps (an fd of it not close-on-exec at that
+ * moment: made inheritable before a fork or after it, by dup2 or a
+ * spawner's pass_fds) has its reservation's file kept across the exec too
+ * (this process's fd only: a fork parent's stays close-on-exec) and named
+ * in the new image's environment -- the listening socket's inode (not its
+ * fd number, which the program may move), the file's fd, the id -- and an
+ * image started with it takes the file back (close-on-exec again) and puts
+ * it on the socket with that inode, as an eligible TCP socket, so its
+ * listen() keeps it instead of reserving anew and its door's opener frees
+ * it as any.  Files no socket matches are closed.  An image without the
+ * shim (or a setuid one) keeps the file unused, its fd open, holding the
+ * reservation while it lives.
  */
 #define TWINS_ENV "LIBERDMA_SHIM_TWINS"
-#define TWINS_MAX 64
 
 struct twin_entry {
 	unsigned long long ino; /* the listening socket's */
@@ -784,42 +785,83 @@ static bool survives_exec(const struct shim_sock *s, unsigned int span)
 	return false;
 }
 
-/* In a fork child: the reservations its exec'd image may keep. */
-static void twins_export(void)
+/* v in decimal at p (no snprintf: this may run in a vfork child); the
+ * end. */
+static char *put_dec(char *p, unsigned long long v)
 {
-	unsigned int span = shim_fdtable_span(), n = 0;
-	const struct shim_sock *seen[TWINS_MAX];
-	char buf[TWINS_MAX * 48] = "";
-	size_t used = 0;
+	char d[20];
+	int n = 0;
 
-	for (unsigned int fd = 0; fd < span && n < TWINS_MAX; fd++) {
+	do
+		d[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (n)
+		*p++ = d[--n];
+	return p;
+}
+
+bool shim_twins_named(const char *e)
+{
+	return !strncmp(e, TWINS_ENV "=", sizeof(TWINS_ENV));
+}
+
+/*
+ * Just before an exec: the reservations of the listeners it keeps, their
+ * files made inheritable (their numbers in c->fd) and named in c->kv
+ * ("LIBERDMA_SHIM_TWINS=ino,fd,id;...").  No allocation, lock or stdio:
+ * the caller may be a vfork child.  A thread of this process that forks
+ * and execs meanwhile may take a file across too, unnamed: its image holds
+ * it unused (as one without the shim), and this image's door frees the id
+ * from its own copy all the same (twin.c).
+ */
+void shim_twins_pass(struct shim_twins_carry *c)
+{
+	unsigned int span = shim_fdtable_span();
+	const struct shim_sock *seen[SHIM_TWINS_MAX];
+	char *p = c->kv, *end = c->kv + sizeof(c->kv);
+
+	c->n = 0;
+	for (unsigned int fd = 0; fd < span && c->n < SHIM_TWINS_MAX; fd++) {
 		struct shim_sock *s = shim_fd_get((int)fd);
 		struct stat sb;
 		bool dup = false;
-		int w;
 
 		/* a listener, or an eligible socket adopted at start-up */
 		if (!s || !s->twin ||
 		    (shim_kind(s) != SHIM_SK_LISTEN &&
 		     shim_kind(s) != SHIM_SK_TCP))
 			continue;
-		for (unsigned int i = 0; i < n; i++)
+		for (unsigned int i = 0; i < c->n; i++)
 			dup |= seen[i] == s;
-		if (dup || fstat((int)fd, &sb) < 0 || !S_ISSOCK(sb.st_mode) ||
-		    !survives_exec(s, span) || sg_twin_pass(s->twin - 1) < 0)
+		/* room for one more: the name, ';', three numbers, ',' twice,
+		 * NUL */
+		if (dup || end - p < 72 || fstat((int)fd, &sb) < 0 ||
+		    !S_ISSOCK(sb.st_mode) || !survives_exec(s, span) ||
+		    sg_twin_pass(s->twin - 1) < 0)
 			continue;
-		w = snprintf(buf + used, sizeof(buf) - used, "%s%llu,%d,%u",
-			     n ? ";" : "", (unsigned long long)sb.st_ino,
-			     s->twin - 1, s->twin_id);
-		if (w < 0 || (size_t)w >= sizeof(buf) - used)
-			break;
-		used += (size_t)w;
-		seen[n++] = s;
+		if (c->n) {
+			*p++ = ';';
+		} else {
+			memcpy(p, TWINS_ENV "=", sizeof(TWINS_ENV));
+			p += sizeof(TWINS_ENV);
+		}
+		p = put_dec(p, (unsigned long long)sb.st_ino);
+		*p++ = ',';
+		p = put_dec(p, (unsigned long long)(s->twin - 1));
+		*p++ = ',';
+		p = put_dec(p, s->twin_id);
+		*p = 0;
+		c->fd[c->n] = s->twin - 1;
+		seen[c->n++] = s;
 	}
-	if (n)
-		child_env_put(TWINS_ENV, buf);
-	else if (getenv(TWINS_ENV))
-		child_env_put(TWINS_ENV, NULL); /* an older image's: stale */
+}
+
+/* The exec failed: the files passed are close-on-exec again (the process
+ * goes on, and a later exec must not take them unnamed). */
+void shim_twins_unpass(const struct shim_twins_carry *c)
+{
+	for (unsigned int i = 0; i < c->n; i++)
+		REAL(fcntl)(c->fd[i], F_SETFD, FD_CLOEXEC);
 }
 
 /* One "ino,fd,id" entry, ending at ';' or the end; false: malformed. */
@@ -875,14 +917,14 @@ static struct shim_sock *twin_adopt(int fd, const struct twin_entry *t)
 static void twins_import(void)
 {
 	const char *env = getenv(TWINS_ENV);
-	struct twin_entry t[TWINS_MAX];
+	struct twin_entry t[SHIM_TWINS_MAX];
 	unsigned int n = 0, left = 0;
 	struct dirent *de;
 	DIR *d;
 
 	if (shim_cfg.env_ignored || !env)
 		return;
-	for (const char *e = env; e && *e && n < TWINS_MAX;) {
+	for (const char *e = env; e && *e && n < SHIM_TWINS_MAX;) {
 		const char *end = strchr(e, ';');
 
 		t[n].s = NULL;
@@ -899,6 +941,9 @@ static void twins_import(void)
 		}
 		e = end ? end + 1 : NULL;
 	}
+	/* the shim's own: the program never sees it (an exec of its own
+	 * names anew what it keeps: exec.c) */
+	unsetenv(TWINS_ENV);
 	if (!left)
 		return;
 	/* the sockets that are open (fd 2 left out, as in relayed_import) */
@@ -958,7 +1003,6 @@ static void shim_handover_fork_child(void)
 		free(r);
 	}
 	relayed_export();
-	twins_export();
 }
 SHIM_STARTUP(HANDOVER, .start = handover_start,
 	     .prepare = shim_handover_prepare, .parent = shim_handover_parent,

@@ -11,6 +11,17 @@
 /* handover.c: fresh RDMA connections handed over at fork */
 struct shim_sock;
 int shim_handover_now(int fd, struct shim_sock *s);
+/* handover.c: the twin reservations an exec carries (exec.c) */
+#define SHIM_TWINS_MAX 64
+struct shim_twins_carry {
+	unsigned int n;			   /* files passed */
+	int fd[SHIM_TWINS_MAX];		   /* their numbers */
+	char kv[32 + SHIM_TWINS_MAX * 48]; /* "LIBERDMA_SHIM_TWINS=..." */
+};
+void shim_twins_pass(struct shim_twins_carry *c);
+void shim_twins_unpass(const struct shim_twins_carry *c);
+/* Is environment entry e a LIBERDMA_SHIM_TWINS one? */
+bool shim_twins_named(const char *e);
 
 /* sig.c: would the kernel restart a socket call that a handler interrupted
  * (SA_RESTART, no socket timeout)?  Asked after an internal wait's EINTR. */

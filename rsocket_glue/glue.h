@@ -95,9 +95,10 @@ int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, int *fd,
 		    uint32_t *id);
 int sg_twin_free(int fd, uint32_t id);
 void sg_twin_close(int fd);
-/* Across exec (preload/handover.c): sg_twin_pass, in a fork child whose
- * listener an exec will keep: its copy of the file fd survives the exec
- * (0, or -ENOENT if fd is not the reservation's any more).  sg_twin_take,
+/* Across exec (preload/handover.c): sg_twin_pass, just before an exec
+ * that keeps the listener (maybe in a vfork child: no allocation, no
+ * lock): this process's copy of the file fd survives the exec (0, or
+ * -ENOENT if fd is not the reservation's any more).  sg_twin_take,
  * at an image's start: fd, a number the environment named, is a
  * reservation's file (rdma_cm's, marked): made close-on-exec again and
  * known to sg_twin_free and sg_twin_close; 0, or -errno and fd is left

@@ -22,9 +22,10 @@
  * file of its own (RDMA_USER_CM_CMD_MIGRATE_ID, which only needs the old
  * file's fd) and destroys it there.  Of several prefork siblings the first
  * takes it; the others find it gone (ENOENT) and the door taken, as before.
- * The file is close-on-exec, except in a fork child whose listener goes
- * across an exec (sg_twin_pass): the new image takes the file back
- * (sg_twin_take) and its listen() keeps the reservation.
+ * The file is close-on-exec, except in a process whose listener goes
+ * across the exec it is making (sg_twin_pass, from preload/exec.c): the
+ * new image takes the file back (sg_twin_take) and its listen() keeps the
+ * reservation.
  */
 #include "glue.h"
 #include "log.h"

@@ -95,6 +95,15 @@ void __chk_fail(void) __attribute__((noreturn));
 	X(dup3)                                                                \
 	X(fork)                                                                \
 	X(vfork)                                                               \
+	X(execve)                                                              \
+	X(execv)                                                               \
+	X(execvp)                                                              \
+	X(execvpe)                                                             \
+	X(execl)                                                               \
+	X(execlp)                                                              \
+	X(execle)                                                              \
+	X(fexecve)                                                             \
+	X(execveat)                                                            \
 	X(__read_chk)                                                          \
 	X(__recv_chk)                                                          \
 	X(__recvfrom_chk)                                                      \

@@ -45,19 +45,38 @@ HANDED=$N one py-forking python3 "$PY" "$IP0"
 # served over RDMA, byte-exact.  Before, the child's listen() was the
 # kernel's (the shim never saw that socket made) and a client under require
 # was refused.
-one supervise python3 "$(dirname "$0")/lib/supervise.py" "$IP0"
-kept=$(grep -c 'reservation kept across exec' "$WORK/supervise-s.srv" || true)
-if [ "$kept" != 2 ]; then
-	echo "FAIL supervise: the exec'd image took $kept of the parent's 2 reservations"
-	tail -n 6 "$WORK/supervise-s.srv" | sed 's/^/    srv| /'
-	fails=$((fails + 1))
-elif grep -q 'is held by' "$WORK/supervise-s.srv" ||
-	! grep -q 'listening on TCP and RDMA' "$WORK/supervise-s.srv"; then
-	echo "FAIL supervise: the exec'd image's door: $(grep -m1 'is held by\|listening on' "$WORK/supervise-s.srv")"
-	fails=$((fails + 1))
-else
-	echo "PASS supervise: both reservations kept across the exec, the re-listened one's door opened on them"
-fi
+# The same with the listeners made inheritable only after the fork, where
+# the reservation is passed at the exec (preload/exec.c), not at the fork:
+# dup2 (the child dup2()s the listener to fd 40 and marks the spare
+# inheritable), execfail (the same child first tries an exec that fails,
+# ENOENT: after it every rdma_cm file of the child's is close-on-exec
+# again, its own check, exit 3 if not) and preexec (subprocess.Popen whose
+# preexec_fn marks both inheritable: _posixsubprocess's exec), and reexec
+# (no fork: the process itself makes them inheritable and execs the server
+# image).  Before, the reservation went across only when the listener was
+# inheritable at a fork: each of these lost RDMA (require refused).
+supervise_case() {
+	local shape=$1 tag=supervise${1:+-$1} kept
+	one "$tag" python3 "$(dirname "$0")/lib/supervise.py" "$IP0" ${shape:+"$shape"}
+	kept=$(grep -c 'reservation kept across exec' "$WORK/$tag-s.srv" || true)
+	if [ "$kept" != 2 ]; then
+		echo "FAIL $tag: the exec'd image took $kept of the parent's 2 reservations"
+		tail -n 6 "$WORK/$tag-s.srv" | sed 's/^/    srv| /'
+		fails=$((fails + 1))
+	elif grep -q 'is held by' "$WORK/$tag-s.srv" ||
+		! grep -q 'listening on TCP and RDMA' "$WORK/$tag-s.srv"; then
+		echo "FAIL $tag: the exec'd image's door: $(grep -m1 'is held by\|listening on' "$WORK/$tag-s.srv")"
+		fails=$((fails + 1))
+	elif [ "$shape" = execfail ] && ! grep -q '^failed exec: ENOENT, rdma_cm fds \[(.*True)' "$WORK/$tag-s.srv"; then
+		echo "FAIL $tag: after the failed exec: $(grep -m1 '^failed exec' "$WORK/$tag-s.srv")"
+		fails=$((fails + 1))
+	else
+		echo "PASS $tag: both reservations kept across the exec, the re-listened one's door opened on them${shape:+ (listeners made inheritable: $shape)}"
+	fi
+}
+for shape in "" dup2 execfail preexec reexec; do
+	supervise_case "$shape"
+done
 
 # The client side: connect, fork, the child asks and checks while the parent
 # closes its copy (prefork forkget), against a one-worker prefork server;

@@ -38,7 +38,7 @@ for o in "$B"/rsocket_glue/*.o; do
 	check "$o" rsocket_glue "$top"
 done
 # The exported families (and the files only they use): above the object.
-FAMILIES="socket connect io sockopt poll epoll epfilter fork handover unseen cancel"
+FAMILIES="socket connect io sockopt poll epoll epfilter fork exec handover unseen cancel"
 fam_objs=() obj_objs=()
 for o in "$B"/preload/*.o; do
 	n=$(basename "$o" .o)

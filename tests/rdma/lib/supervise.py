@@ -7,12 +7,24 @@ listener open and never accepts.  It serves the protocol of
 tests/progs/prefork.c (8 bytes: size, seed; then that many bytes of the
 seed's stream, prefork_stream.py), so `prefork get` is its client.
 
-    python3 supervise.py ADDR      the child prints "ready PORT"; SIGTERM
-                                   to the parent ends both
+    python3 supervise.py ADDR [SHAPE]   the child prints "ready PORT";
+                                        SIGTERM to the parent ends both
+
+SHAPE says when the listeners become inheritable and how the child is made:
+  fork      (the default) in the parent, before os.fork
+  dup2      in the fork child, after the fork (os.dup2, set_inheritable)
+  execfail  as dup2, and the child first tries an exec that fails
+            (ENOENT): the shim's reservation files must all be
+            close-on-exec again after it (said on stderr), else exit 3
+  preexec   subprocess.Popen whose preexec_fn makes them inheritable in
+            the child (close_fds=False): _posixsubprocess's exec
+  reexec    no fork: the process makes them inheritable and execs the
+            server image itself (nothing lives on to hold the listener)
 """
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 
@@ -48,7 +60,38 @@ def end(*_):
     os._exit(0)
 
 
-def supervise(addr):
+def rdma_cm_fds():
+    """This process's fds on rdma_cm, and whether each is close-on-exec
+    (/proc/self/fdinfo's flags carry O_CLOEXEC for it)."""
+    out = {}
+    for n in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink("/proc/self/fd/" + n) != "/dev/infiniband/rdma_cm":
+                continue
+            with open("/proc/self/fdinfo/" + n) as f:
+                fl = next(x for x in f if x.startswith("flags:"))
+        except (OSError, StopIteration):
+            continue
+        out[int(n)] = bool(int(fl.split()[1], 8) & 0o2000000)
+    return out
+
+
+def failed_exec():
+    """An exec that fails: errno as the kernel said, and every rdma_cm file
+    close-on-exec after it."""
+    try:
+        os.execv("/nonexistent/supervise", ["x"])
+    except FileNotFoundError:
+        pass
+    fds = rdma_cm_fds()
+    print("failed exec: ENOENT, rdma_cm fds %s" % sorted(fds.items()),
+          file=sys.stderr, flush=True)
+    # with the shim there are files to check (its reservations)
+    if not all(fds.values()) or (not fds and "LD_PRELOAD" in os.environ):
+        os._exit(3)
+
+
+def supervise(addr, shape):
     global child
     signal.signal(signal.SIGTERM, end)
     # two listeners (the spare one is listened on again, never served)
@@ -57,15 +100,29 @@ def supervise(addr):
         x.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         x.bind((addr, 0))
         x.listen(128)
-        x.set_inheritable(True)
-    child = os.fork()
+        x.set_inheritable(shape == "fork")
+    argv = [sys.executable, os.path.abspath(__file__), "--serve"]
+    if shape == "preexec":
+        fd = s.fileno()
+
+        def inherit():
+            os.set_inheritable(fd, True)
+            os.set_inheritable(spare.fileno(), True)
+        child = subprocess.Popen(argv + [str(fd), str(spare.fileno())],
+                                 close_fds=False, preexec_fn=inherit).pid
+    elif shape == "reexec":
+        child = 0
+    else:
+        child = os.fork()
     if child == 0:
         # the served one reaches the new image at another number (a dup,
         # the original closed): it is told by its socket, not its fd
         fd = os.dup2(s.fileno(), 40)
         s.close()
-        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__),
-                                  "--serve", str(fd), str(spare.fileno())])
+        os.set_inheritable(spare.fileno(), True)
+        if shape == "execfail":
+            failed_exec()
+        os.execv(sys.executable, argv + [str(fd), str(spare.fileno())])
     # the listener stays open here, never waited on
     while True:
         signal.pause()
@@ -74,4 +131,4 @@ def supervise(addr):
 if sys.argv[1] == "--serve":
     serve(int(sys.argv[2]), int(sys.argv[3]))
 else:
-    supervise(sys.argv[1])
+    supervise(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "fork")
