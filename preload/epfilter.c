@@ -23,7 +23,6 @@ void ep_rearm(struct ep_reg *r)
 
 	if (rd != r->rd_seen) {
 		r->reported &= ~(uint32_t)EP_IN_BITS;
-		r->in_redo = false;
 		r->rd_seen = rd;
 	}
 	if (wr != r->wr_seen) {
@@ -61,22 +60,13 @@ bool ep_in_recheck(const struct ep_reg *r)
 	return r->in_known && !r->disabled && (r->reported & EP_READABLE);
 }
 
-/*
- * r's arrival count if its ET EPOLLIN is at stake (cur readable; rev the
- * rsocket's revents): 0 exact, 1 a lower bound, -errno none taken.  The
- * count is whole (exact past 16 KiB, a copy of what is queued) where a
- * lower bound would not do: to compare with an exact base of a reported
- * EPOLLIN, and for the report that follows an unsure one not read since
- * (ep_filter).  The first report after a read counts 16 KiB at most: a
- * program that reads on each event never pays for the copy.
- */
+/* r's arrival count if its ET EPOLLIN is at stake (cur readable; rev the
+ * rsocket's revents): 0 exact, 1 a lower bound, -errno none taken. */
 int ep_in_count(const struct ep_reg *r, uint32_t cur, short rev, uint64_t *now)
 {
-	bool whole = r->reported & EP_READABLE ? r->in_known : r->in_redo;
-
 	if (!counts_in(r) || !(cur & EP_READABLE))
 		return -ENODATA;
-	return shim_rdma_arrived(r->s, rev, now, whole);
+	return shim_rdma_arrived(r->s, rev, now);
 }
 
 /*
@@ -91,17 +81,17 @@ bool ep_in_again(const struct ep_reg *r, int got, uint64_t now)
 }
 
 /*
- * An ET EPOLLIN reported on count got: is the count too unsure to see the
- * next arrival by (a lower bound, or a receive ran across it)?  Then the
- * report is not remembered, and the next look reports again with a count
- * of its own -- whole, after a lower bound (ep_in_count) -- so no arrival
- * goes without an edge; the price is one event the kernel may not give.
- * A whole count that is still a lower bound (a receive buffer above 4 MiB)
- * is remembered as unsure: a read re-arms it.
+ * An ET EPOLLIN reported on count got: did a receive run across the count
+ * (another thread's recv taking data)?  Then it says nothing, and with no
+ * base no later arrival could be seen: the report is not remembered, and
+ * the next look reports again with a count of its own.  The price of
+ * never losing an edge is one event the kernel may not give, as for a
+ * read after a report (ep_rearm).  A lower bound (a receive buffer above
+ * 4 MiB) is remembered as unsure: only a read re-arms it.
  */
-static bool ep_in_unsure(const struct ep_reg *r, int got)
+static bool ep_in_unsure(int got)
 {
-	return got == -EBUSY || (got == 1 && !r->in_redo);
+	return got == -EBUSY;
 }
 
 /*
@@ -128,9 +118,8 @@ uint32_t ep_filter(struct ep_reg *r, uint32_t cur, short rev)
 		r->reported = cur;
 		r->in_known = got == 0;
 		r->in_base = now;
-		if (ep_in_unsure(r, got))
+		if (ep_in_unsure(got))
 			r->reported &= ~(uint32_t)EP_READABLE;
-		r->in_redo = got == 1 || (got == -EBUSY && r->in_redo);
 	}
 	if (r->events & EPOLLONESHOT)
 		r->disabled = true;

@@ -25,12 +25,9 @@ struct ep_reg {
 	uint32_t reported; /* ET: bits already reported */
 	unsigned int rd_seen, wr_seen;
 	/* ET EPOLLIN of an rsocket: bytes arrived at its last report
-	 * (shim_rdma_arrived), when that count was exact (in_known);
-	 * in_redo: that count was a lower bound and nothing was read since,
-	 * so the next report counts whole (ep_in_count). */
+	 * (shim_rdma_arrived), when that count was exact (in_known). */
 	uint64_t in_base;
 	bool in_known;
-	bool in_redo;
 	bool disabled;	      /* EPOLLONESHOT fired */
 	bool in_kernel;	      /* still a kernel registration (not yet RDMA) */
 	bool marked;	      /* kernel registration(s) carry the marker */

@@ -40,13 +40,13 @@
  *     behind unread data shows nowhere in rsockets, so a read that leaves
  *     data behind is followed by one more event (the kernel gives it only
  *     if new data or the FIN came); an extra event at worst, never a lost
- *     one.  A report on an unsure count (a read in flight, more queued
- *     than the 16 KiB peek sees) is not remembered: the next look reports
- *     again, counting all that is queued (a copy, paid only by a program
- *     that did not read after an event with over 16 KiB queued), and from
- *     there the count is exact -- again one extra event at worst.  Only an
- *     ET EPOLLIN that is readable pays a peek, once per report or
- *     re-check; LT and kernel fds pay nothing.
+ *     one.  With more than 16 KiB queued the peek is of all of it (a
+ *     copy, at most the receive buffer), so the count stays exact and every
+ *     arrival is an edge, read or not.  A report on a count a read ran
+ *     across (another thread's) is not remembered: the next look reports
+ *     again -- again one extra event at worst.  Only an ET EPOLLIN that
+ *     is readable pays a peek, once per report or re-check; LT and kernel
+ *     fds pay nothing.
  *
  * A sleeper leaves reported ET bits out of its rpoll (the fd would wake it
  * at once); for EPOLLIN with an exact count it looks again after 1 ms,
@@ -617,7 +617,6 @@ static void move_to_rdma(struct ep_set *set, struct ep_reg **pp)
 		r->in_kernel = false;
 		r->reported = 0;
 		r->in_known = false;
-		r->in_redo = false;
 		__atomic_add_fetch(&set->nemul, 1, __ATOMIC_SEQ_CST);
 		cand_add(set, r);
 		kick(set);
@@ -845,7 +844,6 @@ static int ctl_mod(struct ep_set *set, struct ep_reg *r,
 	r->disabled = false;
 	r->reported = 0; /* a MOD re-arms, as in the kernel */
 	r->in_known = false;
-	r->in_redo = false;
 	cand_add(set, r);
 	return 0;
 }

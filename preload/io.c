@@ -606,13 +606,14 @@ bool shim_rdma_peer_eof(struct shim_sock *s, short rev)
  * (+ 1 once the peer's EOF shows).  epoll's edge-triggered EPOLLIN fires
  * again when this grows (rsockets has no "new data" signal of its own).
  * Queued bytes are measured by a peek of at most ARRIVED_PEEK_CAP, and
- * when that fills and whole is asked, by one of all the receive buffer can
- * hold (at most TRUNC_PEEK_CAP): a copy of what is queued, paid only where
- * an exact count is needed past 16 KiB (an ET EPOLLIN reported and not
- * read since: epfilter.c).  rev is the rsocket's rpoll revents (POLLHUP:
- * the peer is gone).  Returns 0 when *out is exact, 1 when it is only a
- * lower bound (the peek filled its cap), -EBUSY when a receive ran
- * meanwhile (the count may be off either way), or another -errno.
+ * when that fills, by one of all the receive buffer can hold (at most
+ * TRUNC_PEEK_CAP): a copy of what is queued, paid only with more than
+ * 16 KiB queued -- a lower bound could not see a later arrival, and the
+ * kernel gives an edge for each.  rev is the rsocket's rpoll revents
+ * (POLLHUP: the peer is gone).  Returns 0 when *out is exact, 1 when it
+ * is only a lower bound (a receive buffer above 4 MiB, full past it),
+ * -EBUSY when a receive ran meanwhile (the count may be off either way),
+ * or another -errno.
  */
 /* The peek's scratch: one per thread, made on first use, freed at thread
  * exit -- not on the stack, where 16 KiB could overrun a program's small
@@ -659,7 +660,7 @@ static ssize_t peek_whole(struct shim_sock *s, size_t *cap, bool *all)
 	return r;
 }
 
-int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out, bool whole)
+int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out)
 {
 	size_t cap = ARRIVED_PEEK_CAP;
 	char *buf = scratch();
@@ -676,7 +677,7 @@ int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out, bool whole)
 	if (__atomic_load_n(&s->rd_busy, __ATOMIC_SEQ_CST))
 		return -EBUSY;
 	r = sg_recv(s->rs, buf, ARRIVED_PEEK_CAP, MSG_PEEK | MSG_DONTWAIT);
-	if (r == ARRIVED_PEEK_CAP && whole)
+	if (r == ARRIVED_PEEK_CAP)
 		r = peek_whole(s, &cap, &all);
 	/* busy before consumed: a receive that took bytes before our peek
 	 * is either still counted busy or already in rx_bytes. */

@@ -112,9 +112,8 @@
 #            until 10 are  [review3]
 #   etedge   edge-triggered EPOLLIN with 40 KiB queued and reported: each
 #            later arrival is a new edge though nothing was read (the
-#            shim's first count looks at 16 KiB), then none without one;
-#            after a partial read, the next arrival too.  (Not asked: the
-#            shim's one more event right after the first: docs/limits.md)
+#            shim's count peeks at 16 KiB, then at all that is queued),
+#            none without one; after a partial read, the next arrival too
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"

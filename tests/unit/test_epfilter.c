@@ -25,14 +25,12 @@ static int arrived_ret;
 static uint64_t arrived_bytes;
 static int arrived_calls;
 static short arrived_rev;
-static bool arrived_whole;
 
-int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out, bool whole)
+int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out)
 {
 	(void)s;
 	arrived_calls++;
 	arrived_rev = rev;
-	arrived_whole = whole;
 	*out = arrived_bytes;
 	return arrived_ret;
 }
@@ -203,70 +201,35 @@ static void test_et_in_busy_reports_again(void **st)
 	arrived(-EBUSY, 0);
 	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
 	assert_false(r->in_known);
-	assert_false(r->in_redo);
 	assert_int_equal(ep_waitable(r), EPOLLIN); /* a sleeper watches it */
 	arrived(0, 1000);
 	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
-	assert_false(arrived_whole); /* a lower bound was not the cause */
 	assert_true(r->in_known);
+	assert_true(ep_in_recheck(r));
 	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), 0);
 	arrived(0, 1001);
 	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
 }
 
-/*
- * Reported on a lower bound (over 16 KiB queued): the next look, nothing
- * read, reports again on a whole count, which is exact; from there growth
- * is an edge (counted whole), no growth none.  A read in between makes
- * the next count a cheap one again.
- */
-static void test_et_in_lower_bound(void **st)
-{
-	struct ep_reg *r = reg_of(ET_IN);
-
-	(void)st;
-	arrived(1, 16384);
-	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
-	assert_false(arrived_whole);
-	assert_true(r->in_redo);
-	assert_false(ep_in_recheck(r));
-	assert_int_equal(ep_waitable(r), EPOLLIN);
-	arrived(0, 40961);
-	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
-	assert_true(arrived_whole);
-	assert_true(r->in_known);
-	assert_true(ep_in_recheck(r));
-	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), 0);
-	assert_true(arrived_whole); /* compared with an exact base */
-	arrived(0, 40962);
-	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
-	/* lower bound again, then a read: the next count is 16 KiB again */
-	r = reg_of(ET_IN);
-	arrived(1, 16384);
-	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
-	sock.rd_gen++;
-	ep_rearm(r);
-	assert_false(r->in_redo);
-	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
-	assert_false(arrived_whole);
-}
-
-/* A whole count that is still a lower bound (a receive buffer past the
- * peek's 4 MiB): remembered as unsure, as before -- no event each look. */
-static void test_et_in_whole_unsure(void **st)
+/* A lower bound (a receive buffer above 4 MiB, full past it) is kept as
+ * unsure: no count is taken again, and no event comes until the fd is read
+ * or turns unreadable. */
+static void test_et_in_lower_bound_waits(void **st)
 {
 	struct ep_reg *r = reg_of(ET_IN);
 	int calls;
 
 	(void)st;
-	arrived(1, 16384);
-	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
 	arrived(1, 4u << 20);
 	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
-	assert_true(arrived_whole);
+	assert_false(r->in_known);
 	calls = arrived_calls;
+	arrived(0, 5u << 20);
 	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), 0);
 	assert_int_equal(arrived_calls, calls);
+	assert_int_equal(ep_filter(r, 0, 0), 0);
+	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
+	assert_true(r->in_known);
 }
 
 /* Only an ET EPOLLIN of an rsocket that is readable takes a count. */
@@ -376,7 +339,7 @@ static void test_in_recheck(void **st)
 	assert_false(ep_in_recheck(r));
 	arrived(1, 9);
 	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
-	assert_false(ep_in_recheck(r)); /* unsure: not kept, watched again */
+	assert_false(ep_in_recheck(r)); /* unsure: waits for a read */
 	r = reg_of(EPOLLOUT | EPOLLET);
 	assert_int_equal(ep_filter(r, EPOLLOUT, POLLOUT), EPOLLOUT);
 	assert_false(ep_in_recheck(r));
@@ -408,8 +371,7 @@ int main(void)
 	    cmocka_unit_test(test_et_in_again_exact),
 	    cmocka_unit_test(test_et_in_again_unsure),
 	    cmocka_unit_test(test_et_in_busy_reports_again),
-	    cmocka_unit_test(test_et_in_lower_bound),
-	    cmocka_unit_test(test_et_in_whole_unsure),
+	    cmocka_unit_test(test_et_in_lower_bound_waits),
 	    cmocka_unit_test(test_in_count),
 	    cmocka_unit_test(test_in_again),
 	    cmocka_unit_test(test_oneshot),
