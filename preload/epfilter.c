@@ -81,6 +81,20 @@ bool ep_in_again(const struct ep_reg *r, int got, uint64_t now)
 }
 
 /*
+ * An ET EPOLLIN reported on count got: did a receive run across the count
+ * (another thread's recv taking data)?  Then it says nothing, and with no
+ * base no later arrival could be seen: the report is not remembered, and
+ * the next look reports again with a count of its own.  The price of
+ * never losing an edge is one event the kernel may not give, as for a
+ * read after a report (ep_rearm).  A lower bound (a receive buffer above
+ * 4 MiB) is remembered as unsure: only a read re-arms it.
+ */
+static bool ep_in_unsure(int got)
+{
+	return got == -EBUSY;
+}
+
+/*
  * Level/edge/one-shot filter: cur is what the fd shows now, rev its rpoll
  * revents (0 for a nested set).  Returns the bits to report (0: none) and
  * updates the registration's memory.  Costs one peek of the rsocket when
@@ -104,6 +118,8 @@ uint32_t ep_filter(struct ep_reg *r, uint32_t cur, short rev)
 		r->reported = cur;
 		r->in_known = got == 0;
 		r->in_base = now;
+		if (ep_in_unsure(got))
+			r->reported &= ~(uint32_t)EP_READABLE;
 	}
 	if (r->events & EPOLLONESHOT)
 		r->disabled = true;

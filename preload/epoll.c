@@ -40,10 +40,13 @@
  *     behind unread data shows nowhere in rsockets, so a read that leaves
  *     data behind is followed by one more event (the kernel gives it only
  *     if new data or the FIN came); an extra event at worst, never a lost
- *     one.  The same rule holds when the count is unsure (a read in flight,
- *     more queued than the peek sees).  Only an ET EPOLLIN that is readable
- *     pays a peek, once per report or re-check; LT and kernel fds pay
- *     nothing.
+ *     one.  With more than 16 KiB queued the peek is of all of it (a
+ *     copy, at most the receive buffer), so the count stays exact and every
+ *     arrival is an edge, read or not.  A report on a count a read ran
+ *     across (another thread's) is not remembered: the next look reports
+ *     again -- again one extra event at worst.  Only an ET EPOLLIN that
+ *     is readable pays a peek, once per report or re-check; LT and kernel
+ *     fds pay nothing.
  *
  * A sleeper leaves reported ET bits out of its rpoll (the fd would wake it
  * at once); for EPOLLIN with an exact count it looks again after 1 ms,

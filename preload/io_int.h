@@ -24,8 +24,9 @@ bool shim_rdma_timed_out(struct shim_sock *s);
 bool shim_rdma_peer_eof(struct shim_sock *s, short rev);
 
 /*
- * Bytes that ever arrived on RDMA sock s (io.c): 0 exact, 1 a lower bound,
- * -errno unknown.  Edge-triggered EPOLLIN fires again when it grows.
+ * Bytes that ever arrived on RDMA sock s (io.c): 0 exact, 1 a lower bound
+ * (a receive buffer above 4 MiB), -errno unknown.  Edge-triggered EPOLLIN
+ * fires again when it grows.
  */
 int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out);
 

@@ -110,6 +110,10 @@
 #            does not read: more than 0  [review3]
 #   rcvlowat SO_RCVLOWAT 10 with 5 bytes queued: poll says nothing
 #            until 10 are  [review3]
+#   etedge   edge-triggered EPOLLIN with 40 KiB queued and reported: each
+#            later arrival is a new edge though nothing was read (the
+#            shim's count peeks at 16 KiB, then at all that is queued),
+#            none without one; after a partial read, the next arrival too
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"

@@ -97,7 +97,7 @@ static void test_et_new_bit(void **st)
 	struct ep_reg *r = reg_of(EPOLLIN | EPOLLOUT | EPOLLET);
 
 	(void)st;
-	arrived(-EBUSY, 0);
+	arrived(0, 5); /* exact, and no more arrives */
 	assert_int_equal(ep_filter(r, EPOLLOUT, POLLOUT), EPOLLOUT);
 	assert_int_equal(ep_filter(r, EPOLLIN | EPOLLOUT, POLLIN | POLLOUT),
 			 EPOLLIN | EPOLLOUT);
@@ -187,19 +187,44 @@ static void test_et_in_again_unsure(void **st)
 	assert_false(r->in_known);
 }
 
-/* Reported on an unsure count (or none): no count is taken again, and no
- * event comes until the fd is read or turns unreadable. */
-static void test_et_in_unknown_waits(void **st)
+/*
+ * Reported with a receive running across the count (the reviewer's race:
+ * another thread's recv takes part of the data): the report is not kept,
+ * so the next look reports again and counts afresh; from an exact count
+ * on, only growth is an edge.  No arrival can go without one.
+ */
+static void test_et_in_busy_reports_again(void **st)
 {
 	struct ep_reg *r = reg_of(ET_IN);
-	int calls;
 
 	(void)st;
 	arrived(-EBUSY, 0);
 	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
 	assert_false(r->in_known);
-	calls = arrived_calls;
+	assert_int_equal(ep_waitable(r), EPOLLIN); /* a sleeper watches it */
 	arrived(0, 1000);
+	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
+	assert_true(r->in_known);
+	assert_true(ep_in_recheck(r));
+	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), 0);
+	arrived(0, 1001);
+	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
+}
+
+/* A lower bound (a receive buffer above 4 MiB, full past it) is kept as
+ * unsure: no count is taken again, and no event comes until the fd is read
+ * or turns unreadable. */
+static void test_et_in_lower_bound_waits(void **st)
+{
+	struct ep_reg *r = reg_of(ET_IN);
+	int calls;
+
+	(void)st;
+	arrived(1, 4u << 20);
+	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), EPOLLIN);
+	assert_false(r->in_known);
+	calls = arrived_calls;
+	arrived(0, 5u << 20);
 	assert_int_equal(ep_filter(r, EPOLLIN, POLLIN), 0);
 	assert_int_equal(arrived_calls, calls);
 	assert_int_equal(ep_filter(r, 0, 0), 0);
@@ -345,7 +370,8 @@ int main(void)
 	    cmocka_unit_test(test_et_rearm_read),
 	    cmocka_unit_test(test_et_in_again_exact),
 	    cmocka_unit_test(test_et_in_again_unsure),
-	    cmocka_unit_test(test_et_in_unknown_waits),
+	    cmocka_unit_test(test_et_in_busy_reports_again),
+	    cmocka_unit_test(test_et_in_lower_bound_waits),
 	    cmocka_unit_test(test_in_count),
 	    cmocka_unit_test(test_in_again),
 	    cmocka_unit_test(test_oneshot),
