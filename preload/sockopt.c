@@ -199,6 +199,11 @@ void shim_sock_inherit(struct shim_sock *ns, int nfd,
 	ns->rcvbuf = ls->rcvbuf;
 	inherit_buf(nfd, true, ls->sndbuf);
 	inherit_buf(nfd, false, ls->rcvbuf);
+	/* and its SO_RCVLOWAT (sk_clone copies sk_rcvlowat) */
+	ns->rcvlowat = ls->rcvlowat;
+	if (ls->rcvlowat > 1)
+		(void)REAL(setsockopt)(nfd, SOL_SOCKET, SO_RCVLOWAT,
+				       &ls->rcvlowat, sizeof(ls->rcvlowat));
 	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++) {
 		int v = ka_get(ls, i, -1);
 
@@ -288,6 +293,16 @@ static void remember(struct shim_sock *s, int fd, int level, int name,
 		if (v)
 			*(snd ? &s->sndbuf : &s->rcvbuf) = v;
 	}
+	/* The mark as the kernel took it (tcp_set_rcvlowat: a negative one
+	 * is INT_MAX, capped at half the largest receive buffer; 0 is 1):
+	 * readiness and recv honour it on RDMA (io.c). */
+	if (name == SO_RCVLOWAT) {
+		socklen_t l = sizeof(int);
+		int v = 1;
+
+		if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l) == 0)
+			__atomic_store_n(&s->rcvlowat, v, __ATOMIC_RELAXED);
+	}
 	if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
 	    len >= sizeof(struct timeval)) {
 		struct timeval *tv =
@@ -375,6 +390,59 @@ static int so_error(struct shim_sock *s, bool conn, void *val, socklen_t *len)
 	return 0;
 }
 
+/* Has the peer ended its side (its FIN or its close)?  rsockets shows a
+ * FIN only behind the data before it: a peek that finds EOF, or HUP. */
+static bool peer_ended(struct shim_sock *s)
+{
+	struct pollfd p = {.fd = s->rs, .events = POLLIN};
+	char c;
+
+	if (sg_poll(&p, 1, 0) < 0)
+		return false;
+	if (p.revents & (POLLHUP | POLLERR))
+		return true;
+	return (p.revents & POLLIN) &&
+	       sg_recv(s->rs, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/*
+ * tcpi_state of an RDMA connection, from its own marks, as tcp_info would
+ * show it once the FINs are acknowledged (at once on an RDMA path): a reset
+ * or a failed transport is CLOSE; our SHUT_WR is FIN_WAIT2, and CLOSE once
+ * the peer's FIN is in too (its TIME_WAIT, or LAST_ACK acknowledged, leaves
+ * the program's socket CLOSE); the peer's alone is CLOSE_WAIT.
+ */
+static unsigned char rdma_tcp_state(struct shim_sock *s)
+{
+	bool peer;
+
+	if (__atomic_load_n(&s->reset, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&s->tfail, __ATOMIC_ACQUIRE))
+		return TCP_CLOSE;
+	peer = peer_ended(s);
+	if (s->wr_shut)
+		return peer ? TCP_CLOSE : TCP_FIN_WAIT2;
+	return peer ? TCP_CLOSE_WAIT : TCP_ESTABLISHED;
+}
+
+/*
+ * TCP_INFO of an RDMA connection: the kernel socket's answer (its length
+ * rules: a short optlen gets a prefix, as tcp_get_info's copy), with the
+ * connection's state in tcpi_state, the first byte.  The rest is that of
+ * an unconnected TCP socket (counters and tcpi_rtt 0): rsockets keeps no
+ * such figures (docs/limits.md).
+ */
+static int tcp_info_rdma(int fd, struct shim_sock *s, void *val, socklen_t *len)
+{
+	unsigned char st = rdma_tcp_state(s);
+
+	if (REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, val, len) < 0)
+		return -errno;
+	if (*len >= 1)
+		memcpy(val, &st, 1);
+	return 0;
+}
+
 /* getsockopt on a sock that may be RDMA: out of line, so that the
  * kernel-fd path stays a tail call. */
 static __attribute__((noinline)) int getsockopt_slow(int fd,
@@ -398,6 +466,18 @@ static __attribute__((noinline)) int getsockopt_slow(int fd,
 		conn = shim_kind_is(s, SHIM_KF_CONN);
 		if (conn || __atomic_load_n(&s->so_error, __ATOMIC_RELAXED)) {
 			r = so_error(s, conn, val, len);
+			shim_sock_put(s);
+			return (int)shim_ret(r);
+		}
+		shim_sock_put(s);
+	}
+	if (level == IPPROTO_TCP && name == TCP_INFO) {
+		int r;
+
+		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK_ANY)))
+			return getsockopt(fd, level, name, val, len);
+		if (shim_kind_is(s, SHIM_KF_CONN)) {
+			r = tcp_info_rdma(fd, s, val, len);
 			shim_sock_put(s);
 			return (int)shim_ret(r);
 		}
@@ -549,7 +629,12 @@ static int ioctl_slow(int fd, struct shim_sock *s, unsigned long req, void *arg)
 			return -1;
 		}
 		if (req == SIOCOUTQ) {
-			*(int *)arg = 0; /* rsockets does not expose it */
+			/* Nothing unacknowledged is held here: rsockets
+			 * sends only into room the peer granted, and its
+			 * adapter acknowledges a write at once; what the
+			 * peer has not read waits in the peer's buffer
+			 * (docs/limits.md, SIOCOUTQ). */
+			*(int *)arg = 0;
 			return 0;
 		}
 		r = rdma_inq(s);

@@ -43,13 +43,17 @@ static inline struct timespec shim_deadline(clockid_t clk, long ms)
 }
 
 /* A socket timeout (SO_RCVTIMEO/SO_SNDTIMEO) in whole milliseconds, rounded
- * up; -1 when unset (zero: forever). */
+ * up; -1 when unset (zero: forever).  A negative one is 0, expired at once:
+ * the kernel stores it as 0 jiffies (sock_set_timeout), and a wait then
+ * fails with EAGAIN at once. */
 static inline int shim_tv_ms(const struct timeval *tv)
 {
 	long long ms;
 
 	if (!tv->tv_sec && !tv->tv_usec)
 		return -1;
+	if (tv->tv_sec < 0)
+		return 0;
 	ms = (long long)tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000;
 	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
 }

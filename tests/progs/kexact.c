@@ -2659,6 +2659,9 @@ static const char *tcp_state(int fd, char *buf, size_t len)
 		 ti.tcpi_state == TCP_ESTABLISHED  ? "ESTABLISHED"
 		 : ti.tcpi_state == TCP_CLOSE_WAIT ? "CLOSE_WAIT"
 		 : ti.tcpi_state == TCP_CLOSE	   ? "CLOSE"
+		 : ti.tcpi_state == TCP_FIN_WAIT1  ? "FIN_WAIT1"
+		 : ti.tcpi_state == TCP_FIN_WAIT2  ? "FIN_WAIT2"
+		 : ti.tcpi_state == TCP_LAST_ACK   ? "LAST_ACK"
 						   : "other");
 	return buf;
 }
@@ -2677,6 +2680,17 @@ static void case_tcpinfo(void)
 	p.c = -1;
 	say("server: the client's close read (%ld), tcpi_state %s",
 	    (long)recv(p.s, buf, sizeof(buf), 0), tcp_state(p.s, n, sizeof(n)));
+	unpair(&p);
+	/* both ends shut for writing, each FIN read: CLOSE both (TIME_WAIT
+	 * and LAST_ACK acknowledged leave the program's socket closed) */
+	if (mkpair(&p))
+		return;
+	shutdown(p.c, SHUT_WR);
+	say("server: the client's SHUT_WR read (%ld), tcpi_state %s",
+	    (long)recv(p.s, buf, sizeof(buf), 0), tcp_state(p.s, n, sizeof(n)));
+	shutdown(p.s, SHUT_WR);
+	say("client: the server's SHUT_WR read (%ld), tcpi_state %s",
+	    (long)recv(p.c, buf, sizeof(buf), 0), tcp_state(p.c, n, sizeof(n)));
 	unpair(&p);
 }
 
@@ -2710,23 +2724,61 @@ static void case_outq(void)
 static void case_rcvlowat(void)
 {
 	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	struct epoll_event ev = {.events = EPOLLIN}, out;
+	struct timeval tv = {0, 500000};
 	char buf[64], n[24];
 	struct pair p;
-	int lowat = 10, r;
+	int lowat = 10, r, ep;
+	int64_t t0;
 	long got;
 
 	if (mkpair(&p))
 		return;
 	setsockopt(p.s, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
 	pf.fd = p.s;
+	ep = epoll_create1(0);
+	epoll_ctl(ep, EPOLL_CTL_ADD, p.s, &ev);
 	send(p.c, "12345", 5, 0);
 	tl_sleep_ms(100); /* (only so that the 5 bytes are surely there) */
 	r = poll(&pf, 1, 300);
 	say("SO_RCVLOWAT 10, 5 bytes queued: poll(IN, 0.3 s) -> %d", r);
+	r = epoll_wait(ep, &out, 1, 300);
+	say("epoll_wait(IN, 0.3 s) -> %d", r);
+	/* a blocking peek waits for the mark too (tcp_recvmsg's target),
+	 * until SO_RCVTIMEO: then what is there */
+	setsockopt(p.s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	t0 = tl_now_ms();
+	got = recv(p.s, buf, sizeof(buf), MSG_PEEK);
+	say("blocking recv(PEEK), SO_RCVTIMEO 0.5 s -> %s %s",
+	    rstr(got, n, sizeof(n)), dur(tl_now_ms() - t0));
 	send(p.c, "67890", 5, 0);
 	r = poll(&pf, 1, 5000);
+	say("5 more: poll -> %d, epoll_wait -> %d", r,
+	    epoll_wait(ep, &out, 1, 5000));
 	got = recv(p.s, buf, sizeof(buf), MSG_DONTWAIT);
-	say("5 more: poll -> %d, recv -> %s", r, rstr(got, n, sizeof(n)));
+	say("recv -> %s", rstr(got, n, sizeof(n)));
+	close(ep);
+	unpair(&p);
+}
+
+/* A negative SO_RCVTIMEO is stored as 0 jiffies (sock_set_timeout): a
+ * blocking recv with nothing queued fails at once. */
+static void case_timeo_neg(void)
+{
+	struct timeval tv = {-1, 0};
+	char buf[4], n[24];
+	struct pair p;
+	int64_t t0;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	r = setsockopt(p.s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	say("SO_RCVTIMEO -1 s -> %s", rstr(r, n, sizeof(n)));
+	t0 = tl_now_ms();
+	r = recv(p.s, buf, sizeof(buf), 0);
+	say("blocking recv, nothing queued -> %s %s", rstr(r, n, sizeof(n)),
+	    dur(tl_now_ms() - t0));
 	unpair(&p);
 }
 
@@ -2828,6 +2880,7 @@ static const struct {
     {"outq", case_outq},
     {"rcvlowat", case_rcvlowat},
     {"etedge", case_etedge},
+    {"timeo-neg", case_timeo_neg},
 };
 
 static void *watchdog(void *arg)

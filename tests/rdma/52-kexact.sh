@@ -105,11 +105,17 @@
 #            socket), a write(0) EPIPE  [review3]
 #   peekv    recvmsg(MSG_PEEK) over two iovecs fills both  [review3]
 #   tcpinfo  getsockopt(TCP_INFO) tcpi_state: ESTABLISHED on both ends,
-#            CLOSE_WAIT after the peer's close is read  [review3]
+#            CLOSE_WAIT after the peer's close is read; CLOSE on both ends
+#            once each has shut for writing and read the other's FIN
+#            [review3]
 #   outq     ioctl(SIOCOUTQ) after filling the send path of a peer that
-#            does not read: more than 0  [review3]
-#   rcvlowat SO_RCVLOWAT 10 with 5 bytes queued: poll says nothing
-#            until 10 are  [review3]
+#            does not read: more than 0.  KNOWN: 0 under the shim
+#            (docs/limits.md, SIOCOUTQ)  [review3]
+#   rcvlowat SO_RCVLOWAT 10 with 5 bytes queued: poll and epoll_wait say
+#            nothing until 10 are; a blocking recv(MSG_PEEK) waits for
+#            them until its SO_RCVTIMEO (0.5 s), then gives the 5  [review3]
+#   timeo-neg  SO_RCVTIMEO of -1 s is taken and expires at once: a blocking
+#            recv with nothing queued is EAGAIN now (sock_set_timeout)
 #   etedge   edge-triggered EPOLLIN with 40 KiB queued and reported: each
 #            later arrival is a new edge though nothing was read (the
 #            shim's count peeks at 16 KiB, then at all that is queued),
@@ -123,6 +129,7 @@ PROG=$PROGS/kexact
 [ -x "$PROG" ] || fail "$PROG is not built (run make on the host first)"
 
 declare -A KNOWN=(
+	[outq]="SIOCOUTQ is 0 with a peer that does not read: rsockets sends only into room the peer granted and holds nothing unacknowledged; the backlog waits in the peer's receive buffer"
 	[poll-none]="poll with events 0 on a connection whose peer closed returns 0 at once (rsockets' HUP, masked away, ends the sleep): a caller's loop spins until its own deadline"
 )
 # Seen once, in the ASan pass only: after pthread_cancel of a thread
