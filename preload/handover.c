@@ -143,12 +143,8 @@ static void carry_options(const struct shim_sock *s, int x)
 	if (s->sndtimeo.tv_sec || s->sndtimeo.tv_usec)
 		r |= REAL(setsockopt)(x, SOL_SOCKET, SO_SNDTIMEO, &s->sndtimeo,
 				      tl);
-	if (s->rcvlowat > 1)
-		r |= REAL(setsockopt)(x, SOL_SOCKET, SO_RCVLOWAT, &s->rcvlowat,
-				      sizeof(s->rcvlowat));
 	if (r)
-		shim_dbg("handover: a socket timeout or SO_RCVLOWAT was not "
-			 "carried over");
+		shim_dbg("handover: a socket timeout was not carried over");
 	if (s->nonblock && (fl = REAL(fcntl)(x, F_GETFL)) >= 0)
 		REAL(fcntl)(x, F_SETFL, fl | O_NONBLOCK);
 }
