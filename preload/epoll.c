@@ -1048,38 +1048,20 @@ static bool peek_locked(struct ep_set *set, int depth)
 
 static int watch_locked(struct ep_set *set, struct watch *w, int depth);
 
-/* Data below an rsocket's SO_RCVLOWAT keeps it readable, which would end
- * the sleep at once: its IN is left out and looked at again (io.c). */
-static bool lowat_held(struct ep_reg *r, uint32_t want)
-{
-	return !r->inner && !r->in_kernel &&
-	       unlikely(__atomic_load_n(&r->s->rcvlowat, __ATOMIC_RELAXED) >
-			1) &&
-	       (want & EP_READABLE) && !shim_sock_connecting(r->s) &&
-	       shim_rdma_below_lowat(r->s, false);
-}
-
 /*
  * Before a sleep: park r first, then sample its generations (an I/O racing
  * with us either moves a generation we see, or sees the park and kicks us:
  * shim_sock_ev_io).  Returns what r can still produce (ep_waitable); a
  * count to look at again sets w's recheck.
  */
-static uint32_t reg_park(struct ep_reg *r, struct watch *w, bool *held)
+static uint32_t reg_park(struct ep_reg *r, struct watch *w)
 {
-	uint32_t want;
-
 	if (ep_emulated(r) && !r->inner && !r->disabled)
 		__atomic_store_n(&r->s->ep_parked, 1, __ATOMIC_SEQ_CST);
 	ep_rearm(r);
 	if (ep_in_recheck(r))
 		w->recheck = true;
-	want = ep_waitable(r);
-	*held = lowat_held(r, want);
-	if (!*held)
-		return want;
-	w->recheck = true; /* (a candidate still: arm_reg) */
-	return want & ~(uint32_t)EP_READABLE;
+	return ep_waitable(r);
 }
 
 /* Watch r for want (reg_park's) in the sleep itself: a nested set's side,
@@ -1116,8 +1098,7 @@ static int watch_locked(struct ep_set *set, struct watch *w, int depth)
 		    w, (struct pollfd){.fd = set->wake_fd, .events = POLLIN},
 		    set->owner, wake_end, set);
 	for (r = set->regs; r && !err; r = r->next) {
-		bool held;
-		uint32_t want = reg_park(r, w, &held);
+		uint32_t want = reg_park(r, w);
 
 		if (want)
 			err = watch_reg(r, w, want, depth);
@@ -1555,15 +1536,14 @@ static int arm_reg(struct ep_set *set, struct ep_reg *r, struct watch *w,
 {
 	struct sg_armed a;
 	uint32_t want;
-	bool held;
 	int ready;
 
 	if (!ep_emulated(r) || r->disabled) {
 		cand_del(set, r);
 		return 0;
 	}
-	want = reg_park(r, w, &held);
-	if (r->inner || shim_sock_connecting(r->s) || held)
+	want = reg_park(r, w);
+	if (r->inner || shim_sock_connecting(r->s))
 		return want ? watch_reg(r, w, want, 0) : 0;
 	if (!want) {
 		if (ep_in_recheck(r))

@@ -235,85 +235,6 @@ static ssize_t recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		     int flags, int64_t *deadline);
 
 /*
- * The SO_RCVLOWAT mark in force (1: none).  Never over half the rsocket's
- * receive buffer: more might never be queued and a wait would not end (the
- * kernel caps the mark at half its own buffer likewise).
- */
-static int lowat_mark(struct shim_sock *s)
-{
-	int m = __atomic_load_n(&s->rcvlowat, __ATOMIC_RELAXED), rb;
-
-	if (m <= 1)
-		return 1;
-	rb = sg_rcvbuf(s->rs);
-	if (rb > 3 && m > rb / 2)
-		m = rb / 2;
-	return m;
-}
-
-/* What is queued, up to n bytes (peeked): a count, 0 at EOF, -EAGAIN for
- * nothing, or -errno. */
-static ssize_t queued(struct shim_sock *s, size_t n)
-{
-	bool own = n > ARRIVED_PEEK_CAP;
-	char *buf = own ? malloc(n) : scratch();
-	ssize_t r;
-
-	if (!buf)
-		return -ENOMEM;
-	r = sg_recv(s->rs, buf, n, MSG_PEEK | MSG_DONTWAIT);
-	if (own)
-		free(buf);
-	return r;
-}
-
-bool shim_rdma_below_lowat(struct shim_sock *s, bool empty)
-{
-	int m = lowat_mark(s);
-	ssize_t r;
-
-	if (m <= 1)
-		return false;
-	r = queued(s, (size_t)m);
-	return (empty && r == -EAGAIN) || (r > 0 && r < m);
-}
-
-/*
- * A blocking recv under SO_RCVLOWAT waits until min(mark, len) bytes are
- * queued, or EOF (tcp_recvmsg's target).  rsockets shows no "more arrived"
- * while data is queued, so partial data is looked at again after
- * peek_pause's naps.  0: read now, as usual; 1: read what is there without
- * waiting (the timeout or a signal came: the kernel returns what it
- * copied); -errno: nothing was queued and the wait failed.
- */
-static int lowat_wait(struct shim_sock *s, size_t want, int64_t *deadline)
-{
-	size_t m = (size_t)lowat_mark(s);
-	int pause_ms = 1, r;
-
-	if (m > want)
-		m = want;
-	while (m > 1) {
-		ssize_t q = queued(s, m);
-
-		if (q == -EAGAIN) {
-			r = wait_for(s, POLLIN, &s->rcvtimeo, deadline);
-			if (r < 0)
-				return r;
-			continue;
-		}
-		if (q <= 0 || (size_t)q >= m)
-			break; /* EOF, an error, or enough: the read tells */
-		r = peek_pause(s, &pause_ms, deadline);
-		if (r == -EPIPE)
-			break; /* no more will come */
-		if (r < 0)
-			return 1;
-	}
-	return 0;
-}
-
-/*
  * A peek's sink: it must see what is queued all at once, so it is as large
  * as the program asked -- but never larger than the connection's receive
  * buffer (more can't be queued), so the peer's data can't make a call
@@ -444,14 +365,6 @@ static ssize_t recvv(struct shim_sock *s, const struct iovec *iov, int cnt,
 		dontwait = true;
 	__atomic_add_fetch(&s->rd_gen, 1, __ATOMIC_SEQ_CST);
 	shim_sock_ev_io(s);
-	if (unlikely(__atomic_load_n(&s->rcvlowat, __ATOMIC_RELAXED) > 1) &&
-	    !dontwait && !(flags & MSG_WAITALL)) {
-		int e = lowat_wait(s, want, deadline);
-
-		if (e < 0)
-			return e;
-		dontwait = e > 0;
-	}
 
 	while (i < cnt) {
 		ssize_t r;
@@ -684,13 +597,6 @@ ssize_t shim_rdma_sendv(struct shim_sock *s, const struct iovec *iov, int cnt,
 
 short shim_rdma_revents(struct shim_sock *s, short rev, short want)
 {
-	/* SO_RCVLOWAT: data below the mark is not readable yet (tcp_poll's
-	 * tcp_stream_is_readable(sk, target)); EOF, an error and a shutdown
-	 * are (below).  Sockets without a mark pay one load. */
-	if (unlikely(__atomic_load_n(&s->rcvlowat, __ATOMIC_RELAXED) > 1) &&
-	    (rev & POLLIN) && !(rev & (POLLHUP | POLLERR)) &&
-	    (want & (POLLIN | POLLRDNORM)) && shim_rdma_below_lowat(s, true))
-		rev &= (short)~(POLLIN | POLLRDNORM);
 	if (unlikely(rev & POLLERR) &&
 	    !__atomic_load_n(&s->reset, __ATOMIC_ACQUIRE))
 		(void)shim_rdma_timed_out(s);
@@ -721,6 +627,7 @@ short shim_rdma_revents(struct shim_sock *s, short rev, short want)
 		rev |= POLLRDNORM;
 	if (rev & POLLOUT)
 		rev |= POLLWRNORM;
+	(void)want;
 	return rev;
 }
 

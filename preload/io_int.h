@@ -23,11 +23,6 @@ bool shim_rdma_timed_out(struct shim_sock *s);
  * shows a peer's SHUT_WR as plain readability. */
 bool shim_rdma_peer_eof(struct shim_sock *s, short rev);
 
-/* Does SO_RCVLOWAT hold POLLIN back: fewer bytes queued than the mark (some,
- * or with empty none too), and no EOF among them?  Costs a peek; asked
- * only when s->rcvlowat > 1. */
-bool shim_rdma_below_lowat(struct shim_sock *s, bool empty);
-
 /*
  * Bytes that ever arrived on RDMA sock s (io.c): 0 exact, 1 a lower bound
  * (a receive buffer above 4 MiB), -errno unknown.  Edge-triggered EPOLLIN

@@ -73,77 +73,6 @@ static int wait_holding(struct held *h, nfds_t n, bool rdma, int timeout_ms,
 }
 
 /*
- * The program's revents from the answer in h->p, and their count.  *lowat:
- * an RDMA fd's POLLIN is held back by its SO_RCVLOWAT while its rsocket is
- * readable (so a sleep on it would end at once: lowat_nap).
- */
-static int results(struct pollfd *fds, struct held *h, bool *lowat)
-{
-	nfds_t x = h->n;
-	int count = 0;
-
-	for (nfds_t i = 0; i < h->n; i++) {
-		short rev = h->p[i].revents;
-		struct shim_sock *s = h->s[i];
-
-		if (shim_kind_has(h->kind[i], SHIM_KF_CONN)) {
-			short want = fds[i].events;
-
-			rev = (short)(shim_rdma_revents(s, rev, want) |
-				      ((want & POLLRDHUP) &&
-					       shim_rdma_peer_eof(s, rev)
-					   ? POLLRDHUP
-					   : 0));
-			rev &= (short)(want | POLLERR | POLLHUP | POLLNVAL);
-			if ((h->p[i].revents & POLLIN) &&
-			    (want & (POLLIN | POLLRDNORM)) &&
-			    !(rev & (POLLIN | POLLRDNORM)))
-				*lowat = true;
-		} else if (shim_kind_has(h->kind[i], SHIM_KF_DOOR))
-			rev |= h->p[x++].revents;
-		fds[i].revents = rev;
-		count += rev != 0;
-	}
-	return count;
-}
-
-/*
- * Nothing to report, but an fd's data sits below its SO_RCVLOWAT: rsockets
- * shows no "more arrived" while data is queued, so sleep on the rest (its
- * POLLIN left out) for 1 ms, doubling to 32 ms, and look again.  Returns 1
- * to look again (*timeout_ms: what is left, -1 forever), 0 when the time
- * is up, -errno.
- */
-static int lowat_nap(const struct pollfd *fds, struct held *h, nfds_t n,
-		     int *nap, int *timeout_ms, int64_t end,
-		     const sigset_t *mask)
-{
-	int ms, r;
-
-	*nap = *nap > 0 && *nap < 32 ? *nap * 2 : 1;
-	ms = *nap;
-	if (*timeout_ms > 0) {
-		int64_t left = end - shim_now_ms();
-
-		if (left <= 0)
-			return 0;
-		*timeout_ms = (int)left;
-		ms = left < ms ? (int)left : ms;
-	}
-	for (nfds_t i = 0; i < h->n; i++)
-		if (shim_kind_has(h->kind[i], SHIM_KF_CONN) &&
-		    (h->p[i].revents & POLLIN))
-			h->p[i].events &= (short)~(POLLIN | POLLRDNORM);
-	r = wait_holding(h, n, true, ms, NULL, mask);
-	for (nfds_t i = 0; i < h->n; i++)
-		if (shim_kind_has(h->kind[i], SHIM_KF_CONN))
-			h->p[i].events = fds[i].events;
-	if (r != 0)
-		*nap = 0; /* something came: back off from the start */
-	return r < 0 ? r : 1;
-}
-
-/*
  * The rewritten poll.  Returns like poll() but -errno.  tmo/mask are ppoll's
  * (tmo NULL = infinite); timeout_ms is used for the rpoll path.
  */
@@ -156,9 +85,8 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	struct held h = {
 	    .stack = held_stack, .pstack = stack, .kstack = kind_stack};
 	nfds_t n = 0, extra = 0, i;
-	bool rdma = false, lowat = false;
-	int64_t end = 0;
-	int r, cs, nap = 0;
+	bool rdma = false;
+	int r, count = 0, cs;
 
 	if (nfds > (nfds_t)INT_MAX / 2)
 		return -EINVAL;
@@ -204,8 +132,6 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 		if (shim_kind_has(kind[i], SHIM_KF_CONN)) {
 			p[i].fd = s->rs;
 			rdma = true;
-			lowat |=
-			    __atomic_load_n(&s->rcvlowat, __ATOMIC_RELAXED) > 1;
 		} else if (shim_kind_has(kind[i], SHIM_KF_SETTLING)) {
 			p[i].fd = -1; /* nothing is ready while it connects */
 		} else if (shim_kind_has(kind[i], SHIM_KF_DOOR)) {
@@ -227,24 +153,32 @@ static int poll_slow(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 	h.p = p;
 	h.kind = kind;
 	h.n = nfds;
-	/* (the clock is read only for a set with a mark: lowat_nap) */
-	if (lowat && timeout_ms > 0)
-		end = shim_now_ms() + timeout_ms;
-	for (;;) {
-		if (r == 0 && (timeout_ms != 0 || !rdma))
-			r = wait_holding(&h, n, rdma, timeout_ms, tmo, mask);
-		if (r < 0)
-			break;
-		lowat = false;
-		r = results(fds, &h, &lowat);
-		if (r || !lowat || !timeout_ms)
-			break;
-		r = lowat_nap(fds, &h, n, &nap, &timeout_ms, end, mask);
-		if (r <= 0)
-			break;
-		r = sg_poll(p, n, 0); /* a fresh look, every fd's events */
-		if (r < 0)
-			break;
+	if (r == 0 && (timeout_ms != 0 || !rdma))
+		r = wait_holding(&h, n, rdma, timeout_ms, tmo, mask);
+	if (r >= 0) {
+		nfds_t x = nfds;
+
+		for (i = 0; i < nfds; i++) {
+			short rev = p[i].revents;
+			struct shim_sock *s = held[i];
+
+			if (shim_kind_has(kind[i], SHIM_KF_CONN)) {
+				short want = fds[i].events;
+
+				rev =
+				    (short)(shim_rdma_revents(s, rev, want) |
+					    ((want & POLLRDHUP) &&
+						     shim_rdma_peer_eof(s, rev)
+						 ? POLLRDHUP
+						 : 0));
+				rev &= (short)(want | POLLERR | POLLHUP |
+					       POLLNVAL);
+			} else if (shim_kind_has(kind[i], SHIM_KF_DOOR))
+				rev |= p[x++].revents;
+			fds[i].revents = rev;
+			count += rev != 0;
+		}
+		r = count;
 	}
 	held_release(&h);
 	return r;

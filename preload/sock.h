@@ -107,9 +107,6 @@ struct shim_sock {
 	/* Program options remembered for the rsocket (0 = unset). */
 	unsigned int sndbuf, rcvbuf;
 	struct timeval rcvtimeo, sndtimeo;
-	/* SO_RCVLOWAT as the kernel socket took it (capped); 0 or 1: none,
-	 * the common case, which costs readiness and recv nothing (io.c). */
-	int rcvlowat;
 	/* Keepalive options as set (sockopt.c): the rsocket's, and an
 	 * accepted connection's inheritance from its listener. */
 	struct shim_keepalive {

@@ -199,11 +199,6 @@ void shim_sock_inherit(struct shim_sock *ns, int nfd,
 	ns->rcvbuf = ls->rcvbuf;
 	inherit_buf(nfd, true, ls->sndbuf);
 	inherit_buf(nfd, false, ls->rcvbuf);
-	/* and its SO_RCVLOWAT (sk_clone copies sk_rcvlowat) */
-	ns->rcvlowat = ls->rcvlowat;
-	if (ls->rcvlowat > 1)
-		(void)REAL(setsockopt)(nfd, SOL_SOCKET, SO_RCVLOWAT,
-				       &ls->rcvlowat, sizeof(ls->rcvlowat));
 	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++) {
 		int v = ka_get(ls, i, -1);
 
@@ -292,16 +287,6 @@ static void remember(struct shim_sock *s, int fd, int level, int name,
 
 		if (v)
 			*(snd ? &s->sndbuf : &s->rcvbuf) = v;
-	}
-	/* The mark as the kernel took it (tcp_set_rcvlowat: a negative one
-	 * is INT_MAX, capped at half the largest receive buffer; 0 is 1):
-	 * readiness and recv honour it on RDMA (io.c). */
-	if (name == SO_RCVLOWAT) {
-		socklen_t l = sizeof(int);
-		int v = 1;
-
-		if (REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l) == 0)
-			__atomic_store_n(&s->rcvlowat, v, __ATOMIC_RELAXED);
 	}
 	if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
 	    len >= sizeof(struct timeval)) {
