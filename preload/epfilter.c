@@ -86,8 +86,8 @@ bool ep_in_again(const struct ep_reg *r, int got, uint64_t now)
  * base no later arrival could be seen: the report is not remembered, and
  * the next look reports again with a count of its own.  The price of
  * never losing an edge is one event the kernel may not give, as for a
- * read after a report (ep_rearm).  A lower bound (a receive buffer above
- * 4 MiB) is remembered as unsure: only a read re-arms it.
+ * read after a report (ep_rearm).  A lower bound (more than 16 KiB
+ * queued) is remembered as unsure: only a read re-arms it.
  */
 static bool ep_in_unsure(int got)
 {

@@ -647,15 +647,14 @@ bool shim_rdma_peer_eof(struct shim_sock *s, short rev)
  * Bytes that ever arrived on s, EOF counting as one: consumed + queued now
  * (+ 1 once the peer's EOF shows).  epoll's edge-triggered EPOLLIN fires
  * again when this grows (rsockets has no "new data" signal of its own).
- * Queued bytes are measured by a peek of at most ARRIVED_PEEK_CAP, and
- * when that fills, by one of all the receive buffer can hold (at most
- * TRUNC_PEEK_CAP): a copy of what is queued, paid only with more than
- * 16 KiB queued -- a lower bound could not see a later arrival, and the
- * kernel gives an edge for each.  rev is the rsocket's rpoll revents
- * (POLLHUP: the peer is gone).  Returns 0 when *out is exact, 1 when it
- * is only a lower bound (a receive buffer above 4 MiB, full past it),
+ * Queued bytes are measured by a peek of at most ARRIVED_PEEK_CAP; rev is
+ * the rsocket's rpoll revents (POLLHUP: the peer is gone).  Returns 0 when
+ * *out is exact, 1 when it is only a lower bound (the peek filled the cap),
  * -EBUSY when a receive ran meanwhile (the count may be off either way),
- * or another -errno.
+ * or another -errno.  Counting past the cap was tried and taken out: a
+ * copy of all that is queued, paid at every look at a connection the
+ * program has stopped reading, and at nearly every event of a streaming
+ * reader (docs/limits.md, edge-triggered EPOLLIN).
  */
 /* The peek's scratch: one per thread, made on first use, freed at thread
  * exit -- not on the stack, where 16 KiB could overrun a program's small
@@ -680,33 +679,9 @@ static char *scratch(void)
 	return scratch_buf;
 }
 
-/*
- * The whole count's peek: all that is queued, into a buffer as large as
- * the connection's receive buffer (more can't be queued).  Returns what it
- * saw (or -errno); *cap is its size, *all whether that is all there is.
- */
-static ssize_t peek_whole(struct shim_sock *s, size_t *cap, bool *all)
-{
-	int rbuf = sg_rcvbuf(s->rs);
-	char *big;
-	ssize_t r;
-
-	*cap = rbuf > 0 && (size_t)rbuf < TRUNC_PEEK_CAP ? (size_t)rbuf
-							 : TRUNC_PEEK_CAP;
-	*all = rbuf > 0 && (size_t)rbuf <= *cap;
-	big = malloc(*cap);
-	if (!big)
-		return -ENOMEM;
-	r = sg_recv(s->rs, big, *cap, MSG_PEEK | MSG_DONTWAIT);
-	free(big);
-	return r;
-}
-
 int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out)
 {
-	size_t cap = ARRIVED_PEEK_CAP;
 	char *buf = scratch();
-	bool all = false;
 	uint64_t before;
 	ssize_t r;
 	bool eof;
@@ -719,8 +694,6 @@ int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out)
 	if (__atomic_load_n(&s->rd_busy, __ATOMIC_SEQ_CST))
 		return -EBUSY;
 	r = sg_recv(s->rs, buf, ARRIVED_PEEK_CAP, MSG_PEEK | MSG_DONTWAIT);
-	if (r == ARRIVED_PEEK_CAP)
-		r = peek_whole(s, &cap, &all);
 	/* busy before consumed: a receive that took bytes before our peek
 	 * is either still counted busy or already in rx_bytes. */
 	if (__atomic_load_n(&s->rd_busy, __ATOMIC_SEQ_CST) ||
@@ -732,7 +705,7 @@ int shim_rdma_arrived(struct shim_sock *s, short rev, uint64_t *out)
 	if (r < 0)
 		r = 0; /* nothing queued */
 	*out = before + (uint64_t)r + eof;
-	return (size_t)r == cap && !all;
+	return r == ARRIVED_PEEK_CAP;
 }
 
 static inline ssize_t recv1(struct shim_sock *s, void *buf, size_t n, int flags)

@@ -130,6 +130,8 @@ PROG=$PROGS/kexact
 
 declare -A KNOWN=(
 	[outq]="SIOCOUTQ is 0 with a peer that does not read: rsockets sends only into room the peer granted and holds nothing unacknowledged; the backlog waits in the peer's receive buffer"
+	[rcvlowat]="SO_RCVLOWAT is not applied to an RDMA connection: it is readable from the first byte and a blocking recv returns what is queued (rsockets shows a peer's SHUT_WR only behind its data, so a mark held there could wait for good)"
+	[etedge]="ET EPOLLIN with more than 16 KiB queued and unread: a later arrival gives no new event until the program reads (the shim counts 16 KiB; counting all of it cost a copy of the queue per look)"
 	[poll-none]="poll with events 0 on a connection whose peer closed returns 0 at once (rsockets' HUP, masked away, ends the sleep): a caller's loop spins until its own deadline"
 )
 # Seen once, in the ASan pass only: after pthread_cancel of a thread
