@@ -25,6 +25,7 @@
 #include "shim.h"
 
 #include <limits.h>
+#include <sys/mman.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -33,6 +34,9 @@
  * it the caller's envp goes as it is, and its listeners' reservations do
  * not. */
 #define ENV_MAX 16384
+/* At most this many pointers (2 KiB) go on the stack, the rest in a
+ * mapping of their own. */
+#define ENV_STACK 256
 
 /* One exec, given the envp to pass. */
 struct exec_call {
@@ -62,13 +66,14 @@ static int call_execveat(const struct exec_call *x, char *const envp[])
 	return REAL(execveat)(x->fd, x->path, x->argv, envp, x->flags);
 }
 
-/* envp without its LIBERDMA_SHIM_TWINS entries, then kv (if any), into
- * out (room for all of envp's and two more). */
-static void env_build(char *const envp[], const char *kv, char **out)
+/* envp's first n entries without LIBERDMA_SHIM_TWINS, then kv (if any),
+ * into out (room for n + 2): n as counted, so that another thread's setenv
+ * growing environ meanwhile can't write past out. */
+static void env_build(char *const envp[], size_t n, const char *kv, char **out)
 {
 	size_t j = 0;
 
-	for (size_t i = 0; envp && envp[i]; i++)
+	for (size_t i = 0; i < n && envp[i]; i++)
 		if (!shim_twins_named(envp[i]))
 			out[j++] = envp[i];
 	if (kv)
@@ -93,14 +98,31 @@ static int exec_carrying(const struct exec_call *x, char *const envp[])
 		}
 		return x->fn(x, envp);
 	}
-	{
-		char *ne[n + 2];
+	if (n + 2 <= ENV_STACK) {
+		char *ne[ENV_STACK];
 
-		env_build(envp, c.n ? c.kv : NULL, ne);
+		env_build(envp, n, c.n ? c.kv : NULL, ne);
 		r = x->fn(x, ne);
+		e = errno;
+	} else {
+		/* a large environment: not on this stack, which may be a
+		 * thread's small one (no stack-clash protection here); mmap
+		 * is a system call, safe in a vfork child, and gone with the
+		 * image on success */
+		size_t sz = (n + 2) * sizeof(char *);
+		char **ne = mmap(NULL, sz, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (ne == MAP_FAILED) {
+			shim_twins_unpass(&c);
+			return x->fn(x, envp);
+		}
+		env_build(envp, n, c.n ? c.kv : NULL, ne);
+		r = x->fn(x, ne);
+		e = errno;
+		munmap(ne, sz);
 	}
-	/* failed (it returned): as the kernel or libc said it */
-	e = errno;
+	/* failed (it returned): errno as the kernel or libc said it */
 	shim_twins_unpass(&c);
 	errno = e;
 	return r;
@@ -137,6 +159,9 @@ SHIM_EXPORT int execvp(const char *file, char *const argv[])
 
 SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
+	if (!envp) /* glibc's EINVAL, nothing carried */
+		return REAL(fexecve)(fd, argv, envp);
+
 	struct exec_call x = {.fn = call_fexecve, .fd = fd, .argv = argv};
 
 	return exec_carrying(&x, envp);
