@@ -730,12 +730,38 @@ static int accept_wait(int kfd, struct shim_sock *s, int64_t *deadline)
 	}
 }
 
-/* An RDMA connection from the door's queue: its new fd, or -EAGAIN. */
-static int door_take(struct shim_sock *s, struct sockaddr *addr, socklen_t *len,
-		     int flags)
+/*
+ * The program's buffers get the kernel's checks (EFAULT, EINVAL for a
+ * negative length) before the shim writes the RDMA connection's address:
+ * the kernel socket under the fd validates them, its answer is overwritten.
+ */
+static int check_name_args(int fd, struct sockaddr *addr, socklen_t *len,
+			   socklen_t *cap)
+{
+	struct iovec here = {cap, sizeof(*cap)}, there = {len, sizeof(*len)};
+	ssize_t n = process_vm_readv(getpid(), &here, 1, &there, 1, 0);
+
+	if (n < 0 && errno != EFAULT)
+		*cap = *len; /* no such call here (seccomp): read it plainly */
+	else if (n != (ssize_t)sizeof(*cap)) {
+		errno = EFAULT;
+		return -1;
+	}
+	return REAL(getsockname)(fd, addr, len);
+}
+
+/*
+ * An RDMA connection from the door's queue: its new fd, or -EAGAIN.  The
+ * kernel's accept writes no length without an address, and one it cannot
+ * write the address through (a NULL or bad length, a negative one) takes
+ * the connection and drops it (EFAULT, EINVAL): checked as getsockname
+ * checks the same arguments, on the listener's kernel socket.
+ */
+static int door_take(int fd, struct shim_sock *s, struct sockaddr *addr,
+		     socklen_t *len, int flags)
 {
 	struct sockaddr_storage peer, pname;
-	socklen_t plen = sizeof(peer);
+	socklen_t plen = sizeof(peer), cap;
 	int r = -EAGAIN, nfd;
 
 	if (door_enter(s)) {
@@ -744,16 +770,20 @@ static int door_take(struct shim_sock *s, struct sockaddr *addr, socklen_t *len,
 	}
 	if (r < 0)
 		return -EAGAIN;
+	if (addr && check_name_args(fd, addr, len, &cap) < 0) {
+		int e = errno;
+
+		sg_close(r);
+		return -e;
+	}
 	nfd = adopt_accepted(s, r, (struct sockaddr *)&peer, flags);
-	if (nfd < 0 || !len)
+	if (nfd < 0 || !addr)
 		return nfd;
 	/* the name from here, not from the new sock: another thread may
 	 * close nfd already */
 	plen = shim_addr_to_family((struct sockaddr *)&peer, s->family, &pname);
-	if (addr)
-		shim_addr_copy_out(&pname, plen, addr, len);
-	else
-		*len = plen;
+	shim_addr_copy_out(&pname, plen, addr, &cap);
+	*len = cap;
 	return nfd;
 }
 
@@ -801,7 +831,7 @@ static int accept_ring(int fd, struct shim_sock *s, struct shim_uring *u,
 			return tcp_accepted(res);
 		if (r < 0)
 			return r;
-		r = door_take(s, addr, len, flags);
+		r = door_take(fd, s, addr, len, flags);
 		if (r != -EAGAIN)
 			return r;
 	}
@@ -841,7 +871,7 @@ static int accept_door(int fd, struct shim_sock *s, struct sockaddr *addr,
 	int64_t deadline = 0;
 	int r, fl;
 
-	r = door_take(s, addr, len, flags);
+	r = door_take(fd, s, addr, len, flags);
 	if (r != -EAGAIN)
 		return r;
 	fl = REAL(fcntl)(fd, F_GETFL);
@@ -873,7 +903,7 @@ static int accept_door(int fd, struct shim_sock *s, struct sockaddr *addr,
 		r = accept_wait(fd, s, &deadline);
 		if (r < 0)
 			return r;
-		r = door_take(s, addr, len, flags);
+		r = door_take(fd, s, addr, len, flags);
 		if (r != -EAGAIN)
 			return r;
 		/* a process without the shim cleared the flag meanwhile */
@@ -1055,26 +1085,6 @@ SHIM_EXPORT int shutdown(int fd, int how)
 	if (likely(!s || !shim_kind_is(s, SHIM_KF_CONN | SHIM_KF_DOOR)))
 		return REAL(shutdown)(fd, how);
 	return shutdown_slow(fd, s, how);
-}
-
-/*
- * The program's buffers get the kernel's checks (EFAULT, EINVAL for a
- * negative length) before the shim writes the RDMA connection's address:
- * the kernel socket under the fd validates them, its answer is overwritten.
- */
-static int check_name_args(int fd, struct sockaddr *addr, socklen_t *len,
-			   socklen_t *cap)
-{
-	struct iovec here = {cap, sizeof(*cap)}, there = {len, sizeof(*len)};
-	ssize_t n = process_vm_readv(getpid(), &here, 1, &there, 1, 0);
-
-	if (n < 0 && errno != EFAULT)
-		*cap = *len; /* no such call here (seccomp): read it plainly */
-	else if (n != (ssize_t)sizeof(*cap)) {
-		errno = EFAULT;
-		return -1;
-	}
-	return REAL(getsockname)(fd, addr, len);
 }
 
 /* getsockname (peer false) or getpeername of a sock that keeps its names

@@ -677,6 +677,58 @@ static void case_lclose(void)
 	}
 }
 
+/*
+ * accept's address arguments on a connection that is queued: with no
+ * address the length is left as it was; an address with no length, a
+ * negative length or an address that is not mapped takes the connection
+ * and drops it (EFAULT, EINVAL), and its client sees the end; a closed
+ * accepted connection's client too.  Bad pointers: volatile, so that the
+ * compiler does not see them.
+ */
+static void *volatile unmapped = (void *)16;
+
+static void case_acceptargs(void)
+{
+	static const char *const what[] = {
+	    "no address, length 77", "an address, no length",
+	    "an address, length -1", "an unmapped address, length 16"};
+	struct timeval tv = {3, 0};
+	struct sockaddr_in a, peer;
+	socklen_t len;
+	char buf[8];
+	int c, l, fd = -1;
+	long r;
+
+	l = listener2(&a);
+	for (int i = 0; i < 4; i++) {
+		c = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(c, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			say("connect %d -> %s", i, tl_en(errno));
+			close(c);
+			continue;
+		}
+		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		len = i == 2 ? (socklen_t)-1 : i ? sizeof(peer) : 77;
+		if (i == 0)
+			fd = accept(l, NULL, &len);
+		else if (i == 1)
+			fd = accept(l, (struct sockaddr *)&peer, NULL);
+		else
+			fd = accept(l, i == 2 ? (void *)&peer : unmapped, &len);
+		say("accept(%s) -> %s, length %d", what[i],
+		    fd >= 0 ? "a connection" : tl_en(errno), (int)len);
+		if (fd >= 0)
+			close(fd);
+		r = recv(c, buf, sizeof(buf), 0);
+		say("  its client's recv -> %s",
+		    r == 0 || (r < 0 && errno == ECONNRESET) ? "ended"
+		    : r < 0				     ? tl_en(errno)
+							     : "data");
+		close(c);
+	}
+	close(l);
+}
+
 static void *recv_main(void *arg)
 {
 	char b;
@@ -2848,6 +2900,7 @@ static const struct {
     {"cancel-wait", case_cancel_wait},
     {"cancel-ready", case_cancel_ready},
     {"lclose", case_lclose},
+    {"acceptargs", case_acceptargs},
     {"pending", case_pending},
     {"restart", case_restart},
     {"hup-out", case_hup_out},

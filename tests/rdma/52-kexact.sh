@@ -26,6 +26,11 @@
 #            waiter keeps the set it entered, and wakes for its data only
 #   lclose   close/shutdown of a listener with connections queued: their
 #            clients see the end at once; nothing is accepted after shutdown
+#   acceptargs  accept with no address leaves the length alone; with an
+#            address and no length, a negative length or an unmapped
+#            address it takes the connection and drops it (EFAULT,
+#            EINVAL): its client sees the end, as one whose accepted
+#            socket is closed at once
 #   syscall  libc's syscall() with the socket calls' numbers (read, write,
 #            sendto, recvmsg, recvfrom, shutdown, close)
 #   fdopen   stdio (fputs/fgets/fclose) on fdopen'ed sockets, both ends
