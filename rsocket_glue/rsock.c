@@ -992,8 +992,14 @@ static int rclose_locked(int rs)
 		listening[rs] = 0; /* before rclose frees the number */
 	}
 	r = (int)LIB_CALL_QUIET(rclose(rs));
-	if (lsn)
+	if (lsn) {
+		/* the listen service is done with it (RS_SVC_REM_CM): the
+		 * number may name a program's own rdma_cm channel next, whose
+		 * accepts the hook must not refuse (before any rlisten can
+		 * take the number again: that waits for svc_mu) */
+		__atomic_store_n(&lstate[rs], 0, __ATOMIC_SEQ_CST);
 		pthread_mutex_unlock(&svc_mu);
+	}
 	cq_wait_ok = was;
 	return r;
 }
