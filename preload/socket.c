@@ -436,16 +436,12 @@ void shim_listen_door_slow(struct shim_sock *s)
 
 /*
  * Shut the door: the RDMA connections it completed that nobody accepted
- * are closed (their clients see the end at once, as TCP's reset), then
- * the rsocket listener.  The caller owns s->rs.
+ * are ended (their clients see the end at once, as TCP's reset), with the
+ * rsocket listener (sg_listen_close).  The caller owns s->rs.
  */
 static void door_shut(int lrs)
 {
-	int rs;
-
-	while ((rs = sg_accept(lrs, NULL, NULL)) >= 0)
-		sg_close(rs);
-	sg_close(lrs);
+	sg_listen_close(lrs);
 	__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 }
 

@@ -108,6 +108,13 @@ int sg_twin_take(int fd);
 
 /* A pending connection on a listening rsocket, or -EAGAIN.  Blocking mode. */
 int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len);
+/*
+ * Close a listening rsocket and every connection it accepted that nobody
+ * took, each ended for its client (as a kernel listener's close resets
+ * them) -- also one still completing on rsockets' listen service thread.
+ * Waits at most a moment (a starved service thread) beyond the closes.
+ */
+int sg_listen_close(int lrs);
 
 /*
  * The same rendezvous in steps, for a thread that drives many (connect.c):

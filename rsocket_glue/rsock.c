@@ -656,6 +656,63 @@ static void pend_give(int lrs)
 }
 
 /*
+ * A listener's close must end every connection its client may hold as
+ * connected (the kernel resets them).  rsockets puts a connection on the
+ * accept queue only when rdma_accept, on its listen service thread,
+ * returns: after the connection's ESTABLISHED, which comes after the
+ * client's connect returned.  A connection still there when the listener
+ * goes was lost for good: rclose of the listener waits for the service
+ * thread (RS_SVC_REM_CM), which then queues it on a queue rs_free closes
+ * unread -- its QP and rdma_cm id live on, its client hears nothing until
+ * the process exits (tests/rdma/52-kexact.sh, lclose).  So a listener's
+ * state word: L_CLOSING once sg_listen_close began, below it the
+ * connections admitted to the queue and not yet taken from it.  Past
+ * L_CLOSING rdma_accept admits none: one that completes then is refused,
+ * and rs_accept frees it -- an established one is disconnected by that
+ * (rdma_destroy_id: the CM's DREQ), and its client sees the end; one
+ * admitted before is waited for on the queue and closed there.
+ */
+#define L_CLOSING 0x40000000
+static int lstate[MAX_LISTEN_RS];
+
+/* One more connection for lrs's accept queue: false if it is closing. */
+static bool admit(int lrs)
+{
+	int v;
+
+	if (lrs < 0 || lrs >= MAX_LISTEN_RS)
+		return true;
+	v = __atomic_load_n(&lstate[lrs], __ATOMIC_RELAXED);
+	do {
+		if (v & L_CLOSING)
+			return false;
+	} while (!__atomic_compare_exchange_n(
+	    &lstate[lrs], &v, v + 1, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+	return true;
+}
+
+/* One taken off lrs's queue (raccept). */
+static void admit_taken(int lrs)
+{
+	int v;
+
+	if (lrs < 0 || lrs >= MAX_LISTEN_RS)
+		return;
+	v = __atomic_load_n(&lstate[lrs], __ATOMIC_RELAXED);
+	do {
+		if (!(v & ~L_CLOSING))
+			return;
+	} while (!__atomic_compare_exchange_n(
+	    &lstate[lrs], &v, v - 1, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+}
+
+static bool lrs_closing(int lrs)
+{
+	return lrs >= 0 && lrs < MAX_LISTEN_RS &&
+	       (__atomic_load_n(&lstate[lrs], __ATOMIC_SEQ_CST) & L_CLOSING);
+}
+
+/*
  * The server's policy on who may connect (ERDMA_SHIM_ACCEPT_FROM): rules on
  * the client's address and the listener's TCP port P.  A request no rule
  * lets in is refused before rsockets accepts it, as past the backlog: its
@@ -727,14 +784,23 @@ SHIM_EXPORT int rdma_accept(struct rdma_cm_id *id,
 	apply_ack_to(id, lrs);
 	/* refused here, rs_accept rejects the request and frees what it
 	 * made for it (rdma-core 44: its QP and buffers, at once) */
-	if (!peer_let_in(lrs, id) || !pend_take(lrs)) {
+	if (lrs_closing(lrs) || !peer_let_in(lrs, id) || !pend_take(lrs)) {
 		errno = ECONNREFUSED;
 		return -1;
 	}
 	r = f(id, param);
 	/* EAGAIN: rsockets queues it all the same (rs_accepting) */
-	if (r && errno != EAGAIN && errno != EWOULDBLOCK)
+	if (r && errno != EAGAIN && errno != EWOULDBLOCK) {
 		pend_give(lrs);
+		return r;
+	}
+	/* the listener went while this one completed: rs_accept frees it,
+	 * and so disconnects it (see lstate) */
+	if (!admit(lrs)) {
+		pend_give(lrs);
+		errno = ECONNREFUSED;
+		return -1;
+	}
 	return r;
 }
 
@@ -795,6 +861,7 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 				 __ATOMIC_RELAXED);
 		__atomic_store_n(&refused[rs], 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&accept_port[rs], tcp_port, __ATOMIC_RELAXED);
+		__atomic_store_n(&lstate[rs], 0, __ATOMIC_SEQ_CST);
 		pthread_mutex_lock(&svc_mu);
 		shim_pair_capture = &qfd;
 		r = (int)LIB_CALL_QUIET(rlisten(rs, backlog));
@@ -828,11 +895,49 @@ int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len)
 	if (rs < 0)
 		return rs;
 	pend_give(lrs); /* off the queue: room for one more */
+	admit_taken(lrs);
 	/* raccept hands back a socket that inherits nothing we rely on:
 	 * make its mode explicit. */
 	sg_set_nonblock(rs, false);
 	cm_track(rs);
 	return rs;
+}
+
+/*
+ * How long a listener's close waits for a connection admitted to its
+ * queue to appear there: rdma_accept has returned, and rs_accept writes
+ * it at once -- only a starved service thread takes longer.  A connection
+ * still in rdma_accept (its client's RTU not yet in) is not waited for.
+ */
+#define LCLOSE_WAIT_MS 500
+
+int sg_listen_close(int lrs)
+{
+	int64_t t0 = shim_now_us();
+	int qfd = sg_listen_pollfd(lrs), rs, left;
+
+	if (lrs >= 0 && lrs < MAX_LISTEN_RS)
+		__atomic_or_fetch(&lstate[lrs], L_CLOSING, __ATOMIC_SEQ_CST);
+	for (;;) {
+		/* their clients see the end at once, as TCP's reset */
+		while ((rs = sg_accept(lrs, NULL, NULL)) >= 0)
+			sg_close(rs);
+		if (lrs < 0 || lrs >= MAX_LISTEN_RS || qfd < 0 ||
+		    !(__atomic_load_n(&lstate[lrs], __ATOMIC_SEQ_CST) &
+		      ~L_CLOSING))
+			break;
+		left = ms_left(t0, LCLOSE_WAIT_MS);
+		if (!left) {
+			shim_dbg("RDMA listener %d: a connection it accepted "
+				 "is not on its queue after %d ms: left to "
+				 "rsockets",
+				 lrs, LCLOSE_WAIT_MS);
+			break;
+		}
+		(void)REAL(poll)(&(struct pollfd){.fd = qfd, .events = POLLIN},
+				 1, left);
+	}
+	return sg_close(lrs);
 }
 
 /* Is the peer known to be gone (a disconnect seen now or before)? */
@@ -887,8 +992,14 @@ static int rclose_locked(int rs)
 		listening[rs] = 0; /* before rclose frees the number */
 	}
 	r = (int)LIB_CALL_QUIET(rclose(rs));
-	if (lsn)
+	if (lsn) {
+		/* the listen service is done with it (RS_SVC_REM_CM): the
+		 * number may name a program's own rdma_cm channel next, whose
+		 * accepts the hook must not refuse (before any rlisten can
+		 * take the number again: that waits for svc_mu) */
+		__atomic_store_n(&lstate[rs], 0, __ATOMIC_SEQ_CST);
 		pthread_mutex_unlock(&svc_mu);
+	}
 	cq_wait_ok = was;
 	return r;
 }

@@ -650,11 +650,16 @@ static void case_lclose(void)
 			setsockopt(c[i], SOL_SOCKET, SO_RCVTIMEO, &tv,
 				   sizeof(tv));
 		}
+		t0 = tl_now_ms();
 		if (how)
 			say("shutdown(listener) -> %s",
 			    shutdown(l, SHUT_RDWR) ? tl_en(errno) : "ok");
 		else
 			close(l);
+		/* not in the transcript: the shim's may take a moment */
+		fprintf(stderr, "lclose: %s of the listener took %lld ms\n",
+			how ? "shutdown" : "close",
+			(long long)(tl_now_ms() - t0));
 		for (int i = 0; i < 2; i++) {
 			t0 = tl_now_ms();
 			r = recv(c[i], buf, sizeof(buf), 0);

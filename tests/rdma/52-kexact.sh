@@ -25,7 +25,12 @@
 #            taken at once by a new epoll fd with a ready eventfd: the
 #            waiter keeps the set it entered, and wakes for its data only
 #   lclose   close/shutdown of a listener with connections queued: their
-#            clients see the end at once; nothing is accepted after shutdown
+#            clients see the end at once; nothing is accepted after shutdown.
+#            Run twice: then again with rsockets' accept slowed by 150 ms
+#            after the connection is established (tests/inject/
+#            slowaccept.so), so that the listener goes while its second
+#            client's connection, connected on the client's side, is not
+#            yet on the accept queue
 #   acceptargs  accept with no address leaves the length alone; with an
 #            address and no length, a negative length or an unmapped
 #            address it takes the connection and drops it (EFAULT,
@@ -181,6 +186,10 @@ inj=$ROOT/build/tests/inject/slowclose.so
 [ -f "$inj" ] || fail "no $inj (make)"
 echo "close-jump with the connect thread slowed ($inj):"
 pair -slow "$PRELOAD:$inj" close-jump
+inj=$ROOT/build/tests/inject/slowaccept.so
+[ -f "$inj" ] || fail "no $inj (make)"
+echo "lclose with the listener's accepts slowed ($inj):"
+pair -slowacc "$PRELOAD:$inj" lclose
 if [ "${SANITIZE:-0}" = 1 ] && [ "$SHIM_LIB" != "$ROOT/liberdma_shim.so" ]; then
 	# the cancel cases ASan can't run (above), with the shipped library:
 	# the iWARP pass is the ASan one, and this is what it would miss.
