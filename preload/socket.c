@@ -1099,6 +1099,14 @@ static __attribute__((noinline)) int names_slow(int fd, struct shim_sock *s,
 		/* a close() came first */
 		return peer ? getpeername(fd, addr, len)
 			    : getsockname(fd, addr, len);
+	/* the kernel's inet_getname: no peer once the connection is closed
+	 * (both FINs in, or a reset), before it looks at the arguments */
+	if (peer && shim_kind_is(s, SHIM_KF_CONN) &&
+	    shim_rdma_tcp_state(s) == TCP_CLOSE) {
+		shim_sock_put(s);
+		errno = ENOTCONN;
+		return -1;
+	}
 	if (check_name_args(fd, addr, len, &cap) < 0) {
 		shim_sock_put(s);
 		return -1;

@@ -397,7 +397,7 @@ static bool peer_ended(struct shim_sock *s)
  * the peer's FIN is in too (its TIME_WAIT, or LAST_ACK acknowledged, leaves
  * the program's socket CLOSE); the peer's alone is CLOSE_WAIT.
  */
-static unsigned char rdma_tcp_state(struct shim_sock *s)
+unsigned char shim_rdma_tcp_state(struct shim_sock *s)
 {
 	bool peer;
 
@@ -419,7 +419,7 @@ static unsigned char rdma_tcp_state(struct shim_sock *s)
  */
 static int tcp_info_rdma(int fd, struct shim_sock *s, void *val, socklen_t *len)
 {
-	unsigned char st = rdma_tcp_state(s);
+	unsigned char st = shim_rdma_tcp_state(s);
 
 	if (REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, val, len) < 0)
 		return -errno;
