@@ -199,6 +199,16 @@ void shim_sock_inherit(struct shim_sock *ns, int nfd,
 	ns->rcvbuf = ls->rcvbuf;
 	inherit_buf(nfd, true, ls->sndbuf);
 	inherit_buf(nfd, false, ls->rcvbuf);
+	/* and its timeouts, which bound the new connection's calls (and
+	 * read back) as on the kernel's copy */
+	ns->rcvtimeo = ls->rcvtimeo;
+	ns->sndtimeo = ls->sndtimeo;
+	if (ls->rcvtimeo.tv_sec || ls->rcvtimeo.tv_usec)
+		(void)REAL(setsockopt)(nfd, SOL_SOCKET, SO_RCVTIMEO,
+				       &ls->rcvtimeo, sizeof(ls->rcvtimeo));
+	if (ls->sndtimeo.tv_sec || ls->sndtimeo.tv_usec)
+		(void)REAL(setsockopt)(nfd, SOL_SOCKET, SO_SNDTIMEO,
+				       &ls->sndtimeo, sizeof(ls->sndtimeo));
 	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++) {
 		int v = ka_get(ls, i, -1);
 
@@ -266,6 +276,32 @@ static bool buf_opt(int level, int name)
 		name == SO_SNDBUFFORCE || name == SO_RCVBUFFORCE);
 }
 
+#ifndef SO_RCVTIMEO_NEW
+#define SO_RCVTIMEO_NEW 66
+#define SO_SNDTIMEO_NEW 67
+#endif
+
+/* SO_RCVTIMEO/SO_SNDTIMEO (a struct timeval), or their _NEW forms (the
+ * kernel's pair of 64-bit counts, whatever time_t is): the same timeout
+ * to the kernel, so the same to the RDMA calls.  (The kernel took len.) */
+static void remember_timeo(struct shim_sock *s, int name, const void *val,
+			   socklen_t len)
+{
+	bool rcv = name == SO_RCVTIMEO || name == SO_RCVTIMEO_NEW;
+	struct timeval *tv = rcv ? &s->rcvtimeo : &s->sndtimeo;
+	int64_t v[2];
+
+	if (name == SO_RCVTIMEO || name == SO_SNDTIMEO) {
+		if (len >= sizeof(*tv))
+			memcpy(tv, val, sizeof(*tv));
+	} else if ((name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW) &&
+		   len >= sizeof(v)) {
+		memcpy(v, val, sizeof(v));
+		tv->tv_sec = (time_t)v[0];
+		tv->tv_usec = (suseconds_t)v[1];
+	}
+}
+
 static void remember(struct shim_sock *s, int fd, int level, int name,
 		     const void *val, socklen_t len)
 {
@@ -288,13 +324,7 @@ static void remember(struct shim_sock *s, int fd, int level, int name,
 		if (v)
 			*(snd ? &s->sndbuf : &s->rcvbuf) = v;
 	}
-	if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
-	    len >= sizeof(struct timeval)) {
-		struct timeval *tv =
-		    name == SO_RCVTIMEO ? &s->rcvtimeo : &s->sndtimeo;
-
-		memcpy(tv, val, sizeof(*tv));
-	}
+	remember_timeo(s, name, val, len);
 }
 
 /* Forward what rsockets honours on a live connection; the rest is kept by
