@@ -3251,6 +3251,50 @@ out:
 	close(ls);
 }
 
+/* review4: TCP_DEFER_ACCEPT on a listener: a connection that has sent
+ * nothing is not ready to accept (within the option's 5 s); its first
+ * byte makes it so. */
+static void case_defer_accept(void)
+{
+	struct sockaddr_in la = laddr;
+	socklen_t al = sizeof(la);
+	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	int ls, c = -1, s, secs = 5, r;
+	int64_t t0;
+	char buf[4];
+
+	ls = socket(AF_INET, SOCK_STREAM, 0);
+	la.sin_port = 0;
+	setsockopt(ls, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
+	if (bind(ls, (struct sockaddr *)&la, sizeof(la)) < 0 ||
+	    listen(ls, 4) < 0 ||
+	    getsockname(ls, (struct sockaddr *)&la, &al) < 0 ||
+	    (c = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(c, (struct sockaddr *)&la, sizeof(la)) < 0) {
+		say("listener: %s", tl_en(errno));
+		goto out;
+	}
+	pf.fd = ls;
+	t0 = tl_now_ms();
+	r = poll(&pf, 1, 600);
+	say("TCP_DEFER_ACCEPT 5 s, connected, nothing sent: poll(listener, "
+	    "0.6 s) -> %d %s",
+	    r, dur(tl_now_ms() - t0));
+	send(c, "d", 1, 0);
+	r = poll(&pf, 1, 5000);
+	s = r == 1 ? accept(ls, NULL, NULL) : -1;
+	say("1 byte sent: poll -> %d, accepted %s, recv -> %ld", r,
+	    s >= 0 ? "yes" : "no",
+	    s >= 0 && wait_readable(s) ? (long)recv(s, buf, sizeof(buf), 0)
+				       : -1L);
+	if (s >= 0)
+		close(s);
+out:
+	if (c >= 0)
+		close(c);
+	close(ls);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -3303,6 +3347,7 @@ static const struct {
     {"unspec", case_unspec},
     {"maxseg", case_maxseg},
     {"timeo-inherit", case_timeo_inherit},
+    {"defer-accept", case_defer_accept},
 };
 
 static void *watchdog(void *arg)

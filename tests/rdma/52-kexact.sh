@@ -145,6 +145,9 @@
 #            [review4]
 #   maxseg   TCP_MAXSEG of a connection: more than an unconnected
 #            socket's 536.  KNOWN  [review4]
+#   defer-accept  a listener with TCP_DEFER_ACCEPT: a connection that sent
+#            nothing is not ready to accept (0.6 s); its first byte makes
+#            it so.  KNOWN  [review4]
 #   timeo-inherit  SO_RCVTIMEO_NEW (66) bounds a blocking recv as
 #            SO_RCVTIMEO does; an accepted socket has its listener's
 #            SO_RCVTIMEO/SO_SNDTIMEO (reads back, bounds recv)  [review4]
@@ -164,6 +167,7 @@ declare -A KNOWN=(
 	[async]="O_ASYNC/F_SETOWN on an RDMA connection raises no SIGIO when data arrives: the bytes reach the rsocket, not the kernel socket that has the flag"
 	[select-ex]="select on exceptfds only of a connection whose peer closed returns 0 at once (rsockets' HUP ends the sleep, as poll-none)"
 	[unspec]="connect(AF_UNSPEC) does not disconnect: EISCONN on a connection (which stands) and on a listener (which goes on listening)"
+	[defer-accept]="TCP_DEFER_ACCEPT is not applied to RDMA connections: the listener is readable, and accept takes the connection, before its first byte"
 	[maxseg]="TCP_MAXSEG of an RDMA connection reads 536, an unconnected socket's: the kernel socket under it never connects"
 	[poll-none]="poll with events 0 on a connection whose peer closed returns 0 at once (rsockets' HUP, masked away, ends the sleep): a caller's loop spins until its own deadline"
 )
