@@ -642,7 +642,7 @@ static int listen_held(int fd, struct shim_sock *s, int backlog)
 }
 
 /* Give an accepted rsocket a kernel socket of the program's family. */
-static int adopt_accepted(struct shim_sock *ls, int rs,
+static int adopt_accepted(struct shim_sock *ls, int lfd, int rs,
 			  const struct sockaddr *peer, int flags)
 {
 	struct sockaddr_storage here;
@@ -676,7 +676,7 @@ static int adopt_accepted(struct shim_sock *ls, int rs,
 					    ls->family, &ns->local);
 	shim_addr_set_port((struct sockaddr *)&ns->local,
 			   shim_addr_port((struct sockaddr *)&ls->local));
-	shim_sock_inherit(ns, nfd, ls);
+	shim_sock_inherit(ns, nfd, ls, lfd);
 	o = shim_sock_opts(ns);
 	sg_apply_keepalive(rs, &o);
 	shim_sock_attach(ns, SHIM_SK_RDMA, rs);
@@ -776,7 +776,7 @@ static int door_take(int fd, struct shim_sock *s, struct sockaddr *addr,
 		sg_close(r);
 		return -e;
 	}
-	nfd = adopt_accepted(s, r, (struct sockaddr *)&peer, flags);
+	nfd = adopt_accepted(s, fd, r, (struct sockaddr *)&peer, flags);
 	if (nfd < 0 || !addr)
 		return nfd;
 	/* the name from here, not from the new sock: another thread may

@@ -189,9 +189,51 @@ static void inherit_buf(int nfd, bool snd, unsigned int v)
 				       sizeof(iv));
 }
 
-void shim_sock_inherit(struct shim_sock *ns, int nfd,
-		       const struct shim_sock *ls)
+/*
+ * Options that only read back on an RDMA connection (rsockets sends at
+ * once, has no urgent data, no TOS of its own) and that the kernel's
+ * accepted socket has from its listener: copied, from the listener's
+ * kernel socket, only when the program set them there.
+ */
+static const struct {
+	int level, name;
+} inh_opt[] = {
+    {IPPROTO_TCP, TCP_NODELAY},	 {SOL_SOCKET, SO_LINGER},
+    {SOL_SOCKET, SO_OOBINLINE},	 {IPPROTO_IP, IP_TOS},
+    {IPPROTO_IPV6, IPV6_TCLASS},
+};
+
+static void inh_mark(struct shim_sock *s, int level, int name)
 {
+	for (int i = 0; i < (int)ARRAY_SIZE(inh_opt); i++)
+		if (inh_opt[i].level == level && inh_opt[i].name == name)
+			__atomic_or_fetch(&s->inh, (unsigned char)(1u << i),
+					  __ATOMIC_RELAXED);
+}
+
+/* lfd: the listener's fd, still ls's (a close and a new socket on the
+ * number would give another socket's options). */
+static void inh_copy(int nfd, const struct shim_sock *ls, int lfd)
+{
+	unsigned char set = __atomic_load_n(&ls->inh, __ATOMIC_RELAXED);
+
+	for (int i = 0; set && i < (int)ARRAY_SIZE(inh_opt); i++) {
+		struct linger v; /* the largest of them */
+		socklen_t l = sizeof(v);
+
+		if (!(set & 1u << i) || shim_fd_get(lfd) != ls ||
+		    REAL(getsockopt)(lfd, inh_opt[i].level, inh_opt[i].name, &v,
+				     &l) < 0)
+			continue;
+		(void)REAL(setsockopt)(nfd, inh_opt[i].level, inh_opt[i].name,
+				       &v, l);
+	}
+}
+
+void shim_sock_inherit(struct shim_sock *ns, int nfd,
+		       const struct shim_sock *ls, int lfd)
+{
+	inh_copy(nfd, ls, lfd);
 	/* The kernel's accepted socket is a copy of its listener's: the
 	 * buffer sizes the program set there read back on it (the rsocket
 	 * has them from the door, sg_listen). */
@@ -307,6 +349,7 @@ static void remember(struct shim_sock *s, int fd, int level, int name,
 {
 	int k = ka_index(level, name);
 
+	inh_mark(s, level, name);
 	if (k >= 0 && val && len >= sizeof(int)) {
 		int v;
 
