@@ -3295,6 +3295,63 @@ out:
 	close(ls);
 }
 
+static int opt_int(int fd, int level, int name)
+{
+	socklen_t l = sizeof(int);
+	int v = -1;
+
+	if (getsockopt(fd, level, name, &v, &l) < 0)
+		return -errno;
+	return v;
+}
+
+/* review4: an accepted socket reads back the TCP_NODELAY, SO_LINGER,
+ * SO_OOBINLINE and IP_TOS its listener had (sk_clone_lock copies them). */
+static void case_opt_inherit(void)
+{
+	struct sockaddr_in la = laddr;
+	socklen_t al = sizeof(la), l;
+	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	struct linger lg = {1, 7}, rd = {0, 0};
+	int ls, c = -1, s = -1, one = 1, tos = 0x10;
+
+	ls = socket(AF_INET, SOCK_STREAM, 0);
+	la.sin_port = 0;
+	setsockopt(ls, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(ls, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	setsockopt(ls, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
+	setsockopt(ls, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+	if (bind(ls, (struct sockaddr *)&la, sizeof(la)) < 0 ||
+	    listen(ls, 4) < 0 ||
+	    getsockname(ls, (struct sockaddr *)&la, &al) < 0 ||
+	    (c = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(c, (struct sockaddr *)&la, sizeof(la)) < 0) {
+		say("listener: %s", tl_en(errno));
+		goto out;
+	}
+	pf.fd = ls;
+	if (poll(&pf, 1, 10000) != 1 || (s = accept(ls, NULL, NULL)) < 0) {
+		say("accept: %s", tl_en(errno));
+		goto out;
+	}
+	l = sizeof(rd);
+	getsockopt(s, SOL_SOCKET, SO_LINGER, &rd, &l);
+	say("accepted: TCP_NODELAY %d, SO_LINGER {%d, %d}, SO_OOBINLINE %d, "
+	    "IP_TOS %#x",
+	    opt_int(s, IPPROTO_TCP, TCP_NODELAY), rd.l_onoff, rd.l_linger,
+	    opt_int(s, SOL_SOCKET, SO_OOBINLINE),
+	    opt_int(s, IPPROTO_IP, IP_TOS));
+	say("the client (none set): TCP_NODELAY %d, IP_TOS %#x",
+	    opt_int(c, IPPROTO_TCP, TCP_NODELAY),
+	    opt_int(c, IPPROTO_IP, IP_TOS));
+out:
+	if (s >= 0)
+		close(s);
+	if (c >= 0)
+		close(c);
+	close(ls);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -3348,6 +3405,7 @@ static const struct {
     {"maxseg", case_maxseg},
     {"timeo-inherit", case_timeo_inherit},
     {"defer-accept", case_defer_accept},
+    {"opt-inherit", case_opt_inherit},
 };
 
 static void *watchdog(void *arg)

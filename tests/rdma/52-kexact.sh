@@ -148,6 +148,8 @@
 #   defer-accept  a listener with TCP_DEFER_ACCEPT: a connection that sent
 #            nothing is not ready to accept (0.6 s); its first byte makes
 #            it so.  KNOWN  [review4]
+#   opt-inherit  an accepted socket reads back its listener's TCP_NODELAY,
+#            SO_LINGER, SO_OOBINLINE and IP_TOS  [review4]
 #   timeo-inherit  SO_RCVTIMEO_NEW (66) bounds a blocking recv as
 #            SO_RCVTIMEO does; an accepted socket has its listener's
 #            SO_RCVTIMEO/SO_SNDTIMEO (reads back, bounds recv)  [review4]
