@@ -515,14 +515,17 @@ static int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		count = ret;
 		goto out;
 	}
+	/* an fd that is not open: EBADF, the sets as they were */
+	for (int i = 0; i < n; i++) {
+		if (p[i].revents & POLLNVAL) {
+			count = -EBADF;
+			goto out;
+		}
+	}
 	for (int i = 0; i < n; i++) {
 		short rev = p[i].revents;
 		int fd = p[i].fd;
 
-		if (rev & POLLNVAL) {
-			count = -EBADF;
-			goto out;
-		}
 		/* select's view: an error or hang-up makes a read ready */
 		if (r && FD_ISSET(fd, r) &&
 		    !(rev & (POLLIN | POLLHUP | POLLERR)))
