@@ -3352,6 +3352,32 @@ out:
 	close(ls);
 }
 
+/* review4: select with an fd that is not open among its sets: EBADF, and
+ * the sets are left as they were (core_sys_select copies nothing back). */
+static void case_select_badf(void)
+{
+	struct timeval tv = {0, 300000};
+	struct pair p;
+	char n[24];
+	fd_set rs;
+	int bad;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	bad = dup(p.s);
+	close(bad);
+	FD_ZERO(&rs);
+	FD_SET(p.s, &rs);
+	FD_SET(bad, &rs);
+	r = select(bad + 1, &rs, NULL, NULL, &tv);
+	say("select(IN: a connection, nothing queued; a closed fd above it) "
+	    "-> %s, the connection's bit %s, the closed fd's %s",
+	    rstr(r, n, sizeof(n)), FD_ISSET(p.s, &rs) ? "kept" : "cleared",
+	    FD_ISSET(bad, &rs) ? "kept" : "cleared");
+	unpair(&p);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -3406,6 +3432,7 @@ static const struct {
     {"timeo-inherit", case_timeo_inherit},
     {"defer-accept", case_defer_accept},
     {"opt-inherit", case_opt_inherit},
+    {"select-badf", case_select_badf},
 };
 
 static void *watchdog(void *arg)
