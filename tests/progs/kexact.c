@@ -3378,6 +3378,25 @@ static void case_select_badf(void)
 	unpair(&p);
 }
 
+/* review4: connect on a listener checks its address first (EINVAL for a
+ * length short of a family, EFAULT for a bad pointer), then its state:
+ * EISCONN (inet_stream_connect). */
+static void case_lconnect(void)
+{
+	char n[24];
+	long r;
+
+	r = connect(lfd, NULL, 0);
+	say("connect(listener, NULL, 0) -> %s", rstr(r, n, sizeof(n)));
+	r = connect(lfd, (struct sockaddr *)&laddr, 1);
+	say("connect(listener, addr, 1) -> %s", rstr(r, n, sizeof(n)));
+	r = connect(lfd, (struct sockaddr *)8, sizeof(laddr));
+	say("connect(listener, an unmapped address) -> %s",
+	    rstr(r, n, sizeof(n)));
+	r = connect(lfd, (struct sockaddr *)&laddr, sizeof(laddr));
+	say("connect(listener, its own address) -> %s", rstr(r, n, sizeof(n)));
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -3433,6 +3452,7 @@ static const struct {
     {"defer-accept", case_defer_accept},
     {"opt-inherit", case_opt_inherit},
     {"select-badf", case_select_badf},
+    {"lconnect", case_lconnect},
 };
 
 static void *watchdog(void *arg)

@@ -152,6 +152,8 @@
 #            SO_LINGER, SO_OOBINLINE and IP_TOS  [review4]
 #   select-badf  select with a closed fd above a connection's: EBADF, the
 #            sets left as they were  [review4]
+#   lconnect  connect on a listener: EINVAL (no address, a length short
+#            of a family), EFAULT (unmapped), then EISCONN  [review4]
 #   timeo-inherit  SO_RCVTIMEO_NEW (66) bounds a blocking recv as
 #            SO_RCVTIMEO does; an accepted socket has its listener's
 #            SO_RCVTIMEO/SO_SNDTIMEO (reads back, bounds recv)  [review4]
