@@ -501,6 +501,26 @@ static int tcp_info_rdma(int fd, struct shim_sock *s, void *val, socklen_t *len)
 	return 0;
 }
 
+/*
+ * SO_PEERNAME of an RDMA connection (its kernel socket has no peer):
+ * sk_getsockopt's rules -- the name as getname gives it, even once closed;
+ * a length past the name's is EINVAL, a shorter one gets a prefix.
+ */
+static int peername_opt(struct shim_sock *s, void *val, socklen_t *len)
+{
+	int want;
+
+	if (shim_bad_ptr(len))
+		return -EFAULT;
+	want = (int)*len;
+	if (want < 0 || (socklen_t)want > s->peer_len)
+		return -EINVAL;
+	if (want && shim_bad_ptr(val))
+		return -EFAULT;
+	memcpy(val, &s->peer, (size_t)want);
+	return 0;
+}
+
 /* getsockopt on a sock that may be RDMA: out of line, so that the
  * kernel-fd path stays a tail call. */
 static __attribute__((noinline)) int getsockopt_slow(int fd,
@@ -529,13 +549,16 @@ static __attribute__((noinline)) int getsockopt_slow(int fd,
 		}
 		shim_sock_put(s);
 	}
-	if (level == IPPROTO_TCP && name == TCP_INFO) {
+	if ((level == IPPROTO_TCP && name == TCP_INFO) ||
+	    (level == SOL_SOCKET && name == SO_PEERNAME)) {
 		int r;
 
 		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK_ANY)))
 			return getsockopt(fd, level, name, val, len);
 		if (shim_kind_is(s, SHIM_KF_CONN)) {
-			r = tcp_info_rdma(fd, s, val, len);
+			r = level == IPPROTO_TCP
+				? tcp_info_rdma(fd, s, val, len)
+				: peername_opt(s, val, len);
 			shim_sock_put(s);
 			return (int)shim_ret(r);
 		}
