@@ -3397,6 +3397,47 @@ static void case_lconnect(void)
 	say("connect(listener, its own address) -> %s", rstr(r, n, sizeof(n)));
 }
 
+/* review4: getsockopt(SO_PEERNAME) gives the peer's address with
+ * sk_getsockopt's length rules (a prefix; EINVAL past the name), also
+ * once the connection is closed (getname with peer 2). */
+static void peername_opt_say(const char *what, int fd, int other, int len)
+{
+	struct sockaddr_storage st;
+	struct sockaddr_in b;
+	socklen_t sl = (socklen_t)len, bl = sizeof(b);
+	char n[24];
+	long r;
+
+	memset(&st, 0, sizeof(st));
+	r = getsockopt(fd, SOL_SOCKET, SO_PEERNAME, &st, &sl);
+	getsockname(other, (struct sockaddr *)&b, &bl);
+	say("%s: SO_PEERNAME, length %d -> %s, length %u, %s", what, len,
+	    rstr(r, n, sizeof(n)), sl,
+	    ((struct sockaddr_in *)&st)->sin_port == b.sin_port ? "the peer"
+								: "no port");
+}
+
+static void case_peername_opt(void)
+{
+	struct pair p;
+	char buf[4];
+
+	if (mkpair(&p))
+		return;
+	peername_opt_say("client", p.c, p.s, (int)sizeof(struct sockaddr_in));
+	peername_opt_say("server", p.s, p.c, (int)sizeof(struct sockaddr_in));
+	peername_opt_say("client", p.c, p.s, 4);
+	peername_opt_say("client", p.c, p.s,
+			 (int)sizeof(struct sockaddr_storage));
+	shutdown(p.c, SHUT_WR);
+	recv(p.s, buf, sizeof(buf), 0);
+	shutdown(p.s, SHUT_WR);
+	recv(p.c, buf, sizeof(buf), 0);
+	peername_opt_say("closed client", p.c, p.s,
+			 (int)sizeof(struct sockaddr_in));
+	unpair(&p);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -3453,6 +3494,7 @@ static const struct {
     {"opt-inherit", case_opt_inherit},
     {"select-badf", case_select_badf},
     {"lconnect", case_lconnect},
+    {"peername-opt", case_peername_opt},
 };
 
 static void *watchdog(void *arg)

@@ -154,6 +154,8 @@
 #            sets left as they were  [review4]
 #   lconnect  connect on a listener: EINVAL (no address, a length short
 #            of a family), EFAULT (unmapped), then EISCONN  [review4]
+#   peername-opt  getsockopt(SO_PEERNAME): the peer (a prefix for a short
+#            length, EINVAL past the name's), also once closed  [review4]
 #   timeo-inherit  SO_RCVTIMEO_NEW (66) bounds a blocking recv as
 #            SO_RCVTIMEO does; an accepted socket has its listener's
 #            SO_RCVTIMEO/SO_SNDTIMEO (reads back, bounds recv)  [review4]
