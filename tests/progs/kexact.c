@@ -3143,7 +3143,8 @@ static void case_unspec(void)
 }
 
 /* review4: TCP_MAXSEG of a connection is its path's MSS, not the 536 an
- * unconnected TCP socket reads. */
+ * unconnected TCP socket reads; IP_MTU is its path's MTU (ENOTCONN on an
+ * unconnected one). */
 static void case_maxseg(void)
 {
 	struct pair p;
@@ -3161,6 +3162,13 @@ static void case_maxseg(void)
 	    v > u    ? "more"
 	    : v == u ? "the same"
 		     : "less");
+	l = sizeof(int);
+	v = 0;
+	if (getsockopt(p.c, IPPROTO_IP, IP_MTU, &v, &l) < 0)
+		say("connection: IP_MTU -> %s", tl_en(errno));
+	else
+		say("connection: IP_MTU -> %s",
+		    v >= 576 ? "576 or more" : "less than 576");
 	unpair(&p);
 }
 
