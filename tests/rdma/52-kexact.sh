@@ -144,7 +144,7 @@
 #            stops listening (accept EINVAL, its port refuses).  KNOWN
 #            [review4]
 #   maxseg   TCP_MAXSEG of a connection: more than an unconnected
-#            socket's 536.  KNOWN  [review4]
+#            socket's 536; IP_MTU: 576 or more.  KNOWN  [review4]
 #   defer-accept  a listener with TCP_DEFER_ACCEPT: a connection that sent
 #            nothing is not ready to accept (0.6 s); its first byte makes
 #            it so.  KNOWN  [review4]
@@ -174,9 +174,9 @@ declare -A KNOWN=(
 	[linger0]="close with SO_LINGER {1, 0} is an orderly close for its peer (IN|RDHUP, recv EOF; no ERR, no ECONNRESET): rsockets has no reset to send"
 	[async]="O_ASYNC/F_SETOWN on an RDMA connection raises no SIGIO when data arrives: the bytes reach the rsocket, not the kernel socket that has the flag"
 	[select-ex]="select on exceptfds only of a connection whose peer closed returns 0 at once (rsockets' HUP ends the sleep, as poll-none)"
-	[unspec]="connect(AF_UNSPEC) does not disconnect: EISCONN on a connection (which stands) and on a listener (which goes on listening)"
+	[unspec]="connect(AF_UNSPEC) does not disconnect: EISCONN on a connection (it stands: getpeername names the peer, whose recv sees nothing) and on a listener (it goes on listening: a client connects)"
 	[defer-accept]="TCP_DEFER_ACCEPT is not applied to RDMA connections: the listener is readable, and accept takes the connection, before its first byte"
-	[maxseg]="TCP_MAXSEG of an RDMA connection reads 536, an unconnected socket's: the kernel socket under it never connects"
+	[maxseg]="TCP_MAXSEG of an RDMA connection reads 536 and IP_MTU is ENOTCONN, an unconnected socket's answers: the kernel socket under it never connects"
 	[poll-none]="poll with events 0 on a connection whose peer closed returns 0 at once (rsockets' HUP, masked away, ends the sleep): a caller's loop spins until its own deadline"
 )
 # Seen once, in the ASan pass only: after pthread_cancel of a thread
