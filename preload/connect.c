@@ -1123,7 +1123,8 @@ static int connect_held(int fd, struct shim_sock *s,
 			return -r;
 		return 1;
 	}
-	if (kind == SHIM_SK_RDMA || kind == SHIM_SK_CONNECTING) {
+	if (kind == SHIM_SK_RDMA || kind == SHIM_SK_CONNECTING ||
+	    kind == SHIM_SK_LISTEN) {
 		struct sockaddr_storage ua;
 		/* The kernel checks the address before the socket's state. */
 		r = copy_user_addr(addr, len, &ua);

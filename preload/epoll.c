@@ -1870,6 +1870,10 @@ SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
 		errno = ENOSYS;
 		return -1;
 	}
+	if (unlikely(!shim_ts_valid(tmo))) {
+		errno = EINVAL; /* the kernel's first check, before epfd's */
+		return -1;
+	}
 	timeout = shim_ts_to_ms(tmo);
 	EPOLL_WAIT_BODY(REAL(epoll_pwait2)(epfd, evs, max, tmo, sigmask));
 }

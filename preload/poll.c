@@ -442,6 +442,10 @@ SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
 	shim_ensure_init();
 	if (likely(!rdma_in_use()) || !any_ours(fds, nfds))
 		return REAL(ppoll)(fds, nfds, tmo, sigmask);
+	if (!shim_ts_valid(tmo)) {
+		errno = EINVAL; /* before any fd is looked at, as the kernel */
+		return -1;
+	}
 	return (int)shim_ret(
 	    poll_any(fds, nfds, shim_ts_to_ms(tmo), tmo, sigmask));
 }
@@ -511,14 +515,17 @@ static int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		count = ret;
 		goto out;
 	}
+	/* an fd that is not open: EBADF, the sets as they were */
+	for (int i = 0; i < n; i++) {
+		if (p[i].revents & POLLNVAL) {
+			count = -EBADF;
+			goto out;
+		}
+	}
 	for (int i = 0; i < n; i++) {
 		short rev = p[i].revents;
 		int fd = p[i].fd;
 
-		if (rev & POLLNVAL) {
-			count = -EBADF;
-			goto out;
-		}
 		/* select's view: an error or hang-up makes a read ready */
 		if (r && FD_ISSET(fd, r) &&
 		    !(rev & (POLLIN | POLLHUP | POLLERR)))
@@ -561,13 +568,17 @@ SHIM_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 	if (likely(!rdma_in_use()))
 		return REAL(select)(nfds, r, w, e, tmo);
 	if (tmo) {
-		if (tmo->tv_sec < 0 || tmo->tv_usec < 0 ||
-		    tmo->tv_usec >= 1000000) {
+		/* glibc's select: negative parts are EINVAL, a microsecond
+		 * count of a second or more carries into the seconds (as
+		 * the old select system call did) */
+		if (tmo->tv_sec < 0 || tmo->tv_usec < 0) {
 			errno = EINVAL;
 			return -1;
 		}
-		ts.tv_sec = tmo->tv_sec;
-		ts.tv_nsec = tmo->tv_usec * 1000L;
+		ts.tv_sec = tmo->tv_usec / 1000000 > LONG_MAX - tmo->tv_sec
+				? LONG_MAX
+				: tmo->tv_sec + tmo->tv_usec / 1000000;
+		ts.tv_nsec = (tmo->tv_usec % 1000000) * 1000L;
 		t0 = shim_now_us();
 	}
 	ret = select_slow(nfds, r, w, e, tmo ? &ts : NULL, NULL, &handled);
@@ -589,6 +600,10 @@ SHIM_EXPORT int pselect(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 	shim_ensure_init();
 	if (likely(!rdma_in_use()))
 		return REAL(pselect)(nfds, r, w, e, tmo, sigmask);
+	if (!shim_ts_valid(tmo)) {
+		errno = EINVAL; /* the kernel's first check */
+		return -1;
+	}
 	ret = select_slow(nfds, r, w, e, tmo, sigmask, &handled);
 	if (!handled)
 		return REAL(pselect)(nfds, r, w, e, tmo, sigmask);

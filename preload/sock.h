@@ -107,6 +107,9 @@ struct shim_sock {
 	/* Program options remembered for the rsocket (0 = unset). */
 	unsigned int sndbuf, rcvbuf;
 	struct timeval rcvtimeo, sndtimeo;
+	/* atomic: which of the options an accepted socket copies from its
+	 * listener (sockopt.c, inh_opt) the program set on this one */
+	unsigned char inh;
 	/* Keepalive options as set (sockopt.c): the rsocket's, and an
 	 * accepted connection's inheritance from its listener. */
 	struct shim_keepalive {

@@ -638,7 +638,7 @@ static int listen_held(int fd, struct shim_sock *s, int backlog)
 }
 
 /* Give an accepted rsocket a kernel socket of the program's family. */
-static int adopt_accepted(struct shim_sock *ls, int rs,
+static int adopt_accepted(struct shim_sock *ls, int lfd, int rs,
 			  const struct sockaddr *peer, int flags)
 {
 	struct sockaddr_storage here;
@@ -672,7 +672,7 @@ static int adopt_accepted(struct shim_sock *ls, int rs,
 					    ls->family, &ns->local);
 	shim_addr_set_port((struct sockaddr *)&ns->local,
 			   shim_addr_port((struct sockaddr *)&ls->local));
-	shim_sock_inherit(ns, nfd, ls);
+	shim_sock_inherit(ns, nfd, ls, lfd);
 	o = shim_sock_opts(ns);
 	sg_apply_keepalive(rs, &o);
 	shim_sock_attach(ns, SHIM_SK_RDMA, rs);
@@ -772,7 +772,7 @@ static int door_take(int fd, struct shim_sock *s, struct sockaddr *addr,
 		sg_close(r);
 		return -e;
 	}
-	nfd = adopt_accepted(s, r, (struct sockaddr *)&peer, flags);
+	nfd = adopt_accepted(s, fd, r, (struct sockaddr *)&peer, flags);
 	if (nfd < 0 || !addr)
 		return nfd;
 	/* the name from here, not from the new sock: another thread may
@@ -1095,6 +1095,14 @@ static __attribute__((noinline)) int names_slow(int fd, struct shim_sock *s,
 		/* a close() came first */
 		return peer ? getpeername(fd, addr, len)
 			    : getsockname(fd, addr, len);
+	/* the kernel's inet_getname: no peer once the connection is closed
+	 * (both FINs in, or a reset), before it looks at the arguments */
+	if (peer && shim_kind_is(s, SHIM_KF_CONN) &&
+	    shim_rdma_tcp_state(s) == TCP_CLOSE) {
+		shim_sock_put(s);
+		errno = ENOTCONN;
+		return -1;
+	}
 	if (check_name_args(fd, addr, len, &cap) < 0) {
 		shim_sock_put(s);
 		return -1;

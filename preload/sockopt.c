@@ -189,9 +189,51 @@ static void inherit_buf(int nfd, bool snd, unsigned int v)
 				       sizeof(iv));
 }
 
-void shim_sock_inherit(struct shim_sock *ns, int nfd,
-		       const struct shim_sock *ls)
+/*
+ * Options that only read back on an RDMA connection (rsockets sends at
+ * once, has no urgent data, no TOS of its own) and that the kernel's
+ * accepted socket has from its listener: copied, from the listener's
+ * kernel socket, only when the program set them there.
+ */
+static const struct {
+	int level, name;
+} inh_opt[] = {
+    {IPPROTO_TCP, TCP_NODELAY},	 {SOL_SOCKET, SO_LINGER},
+    {SOL_SOCKET, SO_OOBINLINE},	 {IPPROTO_IP, IP_TOS},
+    {IPPROTO_IPV6, IPV6_TCLASS},
+};
+
+static void inh_mark(struct shim_sock *s, int level, int name)
 {
+	for (int i = 0; i < (int)ARRAY_SIZE(inh_opt); i++)
+		if (inh_opt[i].level == level && inh_opt[i].name == name)
+			__atomic_or_fetch(&s->inh, (unsigned char)(1u << i),
+					  __ATOMIC_RELAXED);
+}
+
+/* lfd: the listener's fd, still ls's (a close and a new socket on the
+ * number would give another socket's options). */
+static void inh_copy(int nfd, const struct shim_sock *ls, int lfd)
+{
+	unsigned char set = __atomic_load_n(&ls->inh, __ATOMIC_RELAXED);
+
+	for (int i = 0; set && i < (int)ARRAY_SIZE(inh_opt); i++) {
+		struct linger v; /* the largest of them */
+		socklen_t l = sizeof(v);
+
+		if (!(set & 1u << i) || shim_fd_get(lfd) != ls ||
+		    REAL(getsockopt)(lfd, inh_opt[i].level, inh_opt[i].name, &v,
+				     &l) < 0)
+			continue;
+		(void)REAL(setsockopt)(nfd, inh_opt[i].level, inh_opt[i].name,
+				       &v, l);
+	}
+}
+
+void shim_sock_inherit(struct shim_sock *ns, int nfd,
+		       const struct shim_sock *ls, int lfd)
+{
+	inh_copy(nfd, ls, lfd);
 	/* The kernel's accepted socket is a copy of its listener's: the
 	 * buffer sizes the program set there read back on it (the rsocket
 	 * has them from the door, sg_listen). */
@@ -199,6 +241,16 @@ void shim_sock_inherit(struct shim_sock *ns, int nfd,
 	ns->rcvbuf = ls->rcvbuf;
 	inherit_buf(nfd, true, ls->sndbuf);
 	inherit_buf(nfd, false, ls->rcvbuf);
+	/* and its timeouts, which bound the new connection's calls (and
+	 * read back) as on the kernel's copy */
+	ns->rcvtimeo = ls->rcvtimeo;
+	ns->sndtimeo = ls->sndtimeo;
+	if (ls->rcvtimeo.tv_sec || ls->rcvtimeo.tv_usec)
+		(void)REAL(setsockopt)(nfd, SOL_SOCKET, SO_RCVTIMEO,
+				       &ls->rcvtimeo, sizeof(ls->rcvtimeo));
+	if (ls->sndtimeo.tv_sec || ls->sndtimeo.tv_usec)
+		(void)REAL(setsockopt)(nfd, SOL_SOCKET, SO_SNDTIMEO,
+				       &ls->sndtimeo, sizeof(ls->sndtimeo));
 	for (int i = 0; i < (int)ARRAY_SIZE(ka_opt); i++) {
 		int v = ka_get(ls, i, -1);
 
@@ -266,11 +318,38 @@ static bool buf_opt(int level, int name)
 		name == SO_SNDBUFFORCE || name == SO_RCVBUFFORCE);
 }
 
+#ifndef SO_RCVTIMEO_NEW
+#define SO_RCVTIMEO_NEW 66
+#define SO_SNDTIMEO_NEW 67
+#endif
+
+/* SO_RCVTIMEO/SO_SNDTIMEO (a struct timeval), or their _NEW forms (the
+ * kernel's pair of 64-bit counts, whatever time_t is): the same timeout
+ * to the kernel, so the same to the RDMA calls.  (The kernel took len.) */
+static void remember_timeo(struct shim_sock *s, int name, const void *val,
+			   socklen_t len)
+{
+	bool rcv = name == SO_RCVTIMEO || name == SO_RCVTIMEO_NEW;
+	struct timeval *tv = rcv ? &s->rcvtimeo : &s->sndtimeo;
+	int64_t v[2];
+
+	if (name == SO_RCVTIMEO || name == SO_SNDTIMEO) {
+		if (len >= sizeof(*tv))
+			memcpy(tv, val, sizeof(*tv));
+	} else if ((name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW) &&
+		   len >= sizeof(v)) {
+		memcpy(v, val, sizeof(v));
+		tv->tv_sec = (time_t)v[0];
+		tv->tv_usec = (suseconds_t)v[1];
+	}
+}
+
 static void remember(struct shim_sock *s, int fd, int level, int name,
 		     const void *val, socklen_t len)
 {
 	int k = ka_index(level, name);
 
+	inh_mark(s, level, name);
 	if (k >= 0 && val && len >= sizeof(int)) {
 		int v;
 
@@ -288,13 +367,7 @@ static void remember(struct shim_sock *s, int fd, int level, int name,
 		if (v)
 			*(snd ? &s->sndbuf : &s->rcvbuf) = v;
 	}
-	if ((name == SO_RCVTIMEO || name == SO_SNDTIMEO) &&
-	    len >= sizeof(struct timeval)) {
-		struct timeval *tv =
-		    name == SO_RCVTIMEO ? &s->rcvtimeo : &s->sndtimeo;
-
-		memcpy(tv, val, sizeof(*tv));
-	}
+	remember_timeo(s, name, val, len);
 }
 
 /* Forward what rsockets honours on a live connection; the rest is kept by
@@ -397,7 +470,7 @@ static bool peer_ended(struct shim_sock *s)
  * the peer's FIN is in too (its TIME_WAIT, or LAST_ACK acknowledged, leaves
  * the program's socket CLOSE); the peer's alone is CLOSE_WAIT.
  */
-static unsigned char rdma_tcp_state(struct shim_sock *s)
+unsigned char shim_rdma_tcp_state(struct shim_sock *s)
 {
 	bool peer;
 
@@ -419,12 +492,32 @@ static unsigned char rdma_tcp_state(struct shim_sock *s)
  */
 static int tcp_info_rdma(int fd, struct shim_sock *s, void *val, socklen_t *len)
 {
-	unsigned char st = rdma_tcp_state(s);
+	unsigned char st = shim_rdma_tcp_state(s);
 
 	if (REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, val, len) < 0)
 		return -errno;
 	if (*len >= 1)
 		memcpy(val, &st, 1);
+	return 0;
+}
+
+/*
+ * SO_PEERNAME of an RDMA connection (its kernel socket has no peer):
+ * sk_getsockopt's rules -- the name as getname gives it, even once closed;
+ * a length past the name's is EINVAL, a shorter one gets a prefix.
+ */
+static int peername_opt(struct shim_sock *s, void *val, socklen_t *len)
+{
+	int want;
+
+	if (shim_bad_ptr(len))
+		return -EFAULT;
+	want = (int)*len;
+	if (want < 0 || (socklen_t)want > s->peer_len)
+		return -EINVAL;
+	if (want && shim_bad_ptr(val))
+		return -EFAULT;
+	memcpy(val, &s->peer, (size_t)want);
 	return 0;
 }
 
@@ -456,13 +549,16 @@ static __attribute__((noinline)) int getsockopt_slow(int fd,
 		}
 		shim_sock_put(s);
 	}
-	if (level == IPPROTO_TCP && name == TCP_INFO) {
+	if ((level == IPPROTO_TCP && name == TCP_INFO) ||
+	    (level == SOL_SOCKET && name == SO_PEERNAME)) {
 		int r;
 
 		if (unlikely(!shim_sock_tryget(fd, s, SHIM_SK_ANY)))
 			return getsockopt(fd, level, name, val, len);
 		if (shim_kind_is(s, SHIM_KF_CONN)) {
-			r = tcp_info_rdma(fd, s, val, len);
+			r = level == IPPROTO_TCP
+				? tcp_info_rdma(fd, s, val, len)
+				: peername_opt(s, val, len);
 			shim_sock_put(s);
 			return (int)shim_ret(r);
 		}

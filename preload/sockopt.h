@@ -8,13 +8,17 @@
 /* The options of s that reach its rsocket. */
 struct sg_sockopts shim_sock_opts(const struct shim_sock *s);
 /* An accepted connection inherits its listener's keepalive options, on its
- * kernel socket nfd too, as the kernel's accept does. */
+ * kernel socket nfd too, as the kernel's accept does (the listener's
+ * kernel socket, lfd, has the options only read back). */
 void shim_sock_inherit(struct shim_sock *ns, int nfd,
-		       const struct shim_sock *ls);
+		       const struct shim_sock *ls, int lfd);
 /* A listener's keepalive options from its kernel socket. */
 void shim_sock_ka_load(struct shim_sock *s, int fd);
 /* The protection the kernel shows on socket fd (a device binding, a
  * classic filter), or NULL: one set before the shim saw the socket. */
 const char *shim_kernel_guard(int fd);
+/* The tcpi_state the kernel would show for RDMA connection s (TCP_CLOSE
+ * once reset, or shut for writing both ways with the peer's FIN read). */
+unsigned char shim_rdma_tcp_state(struct shim_sock *s);
 
 #endif

@@ -58,6 +58,14 @@ static inline int shim_tv_ms(const struct timeval *tv)
 	return ms > 0x7fffffff ? 0x7fffffff : (int)ms;
 }
 
+/* Is ts a timeout the kernel takes (poll_select_set_timeout: no negative
+ * seconds, nanoseconds in [0, 1e9))?  NULL is: no timeout. */
+static inline bool shim_ts_valid(const struct timespec *ts)
+{
+	return !ts ||
+	       (ts->tv_sec >= 0 && (unsigned long)ts->tv_nsec < 1000000000UL);
+}
+
 /* A timespec timeout in whole milliseconds, rounded up; NULL = -1 (forever). */
 static inline int shim_ts_to_ms(const struct timespec *ts)
 {

@@ -2895,6 +2895,562 @@ static void case_etedge(void)
 	unpair(&p);
 }
 
+/* ---- review4: options, connect, poll/select, fcntl ------------------- */
+
+/* getpeername: "port ok" when it names the other end, or the errno. */
+static const char *peer_str(int fd, int other, char *buf, size_t len)
+{
+	struct sockaddr_in a, b;
+	socklen_t al = sizeof(a), bl = sizeof(b);
+
+	if (getpeername(fd, (struct sockaddr *)&a, &al) < 0)
+		return tl_en(errno);
+	if (getsockname(other, (struct sockaddr *)&b, &bl) < 0)
+		return tl_en(errno);
+	snprintf(buf, len, "%s", a.sin_port == b.sin_port ? "the peer" : "?");
+	return buf;
+}
+
+/* review4: getpeername is ENOTCONN once the connection is closed
+ * (inet_getname: TCP_CLOSE), as after both FINs are in; before that, and
+ * in CLOSE_WAIT, it names the peer. */
+static void case_peername(void)
+{
+	char buf[4], n[24], m[24];
+	struct pair p;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	say("established: client %s, server %s", peer_str(p.c, p.s, n, 24),
+	    peer_str(p.s, p.c, m, 24));
+	shutdown(p.c, SHUT_WR);
+	r = recv(p.s, buf, sizeof(buf), 0);
+	say("client SHUT_WR, read by the server (%ld): client %s, server %s", r,
+	    peer_str(p.c, p.s, n, 24), peer_str(p.s, p.c, m, 24));
+	shutdown(p.s, SHUT_WR);
+	r = recv(p.c, buf, sizeof(buf), 0);
+	say("server SHUT_WR, read by the client (%ld): client %s, server %s", r,
+	    peer_str(p.c, p.s, n, 24), peer_str(p.s, p.c, m, 24));
+	unpair(&p);
+}
+
+/* review4: select's timeval is normalised (glibc, as the old select
+ * system call): 1.2 million microseconds is 1.2 s, not EINVAL; ppoll and
+ * pselect say EINVAL for a timespec out of range before they look at
+ * the fds (poll_select_set_timeout), even one that is ready. */
+static void case_seltmo(void)
+{
+	struct timespec neg = {-1, 0}, big = {0, 1000000000};
+	struct timeval tv = {0, 1200000};
+	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	struct epoll_event ev = {.events = EPOLLOUT};
+	char n[24];
+	struct pair p;
+	fd_set rs;
+	int64_t t0;
+	long r;
+	int ep;
+
+	if (mkpair(&p))
+		return;
+	FD_ZERO(&rs);
+	FD_SET(p.s, &rs);
+	t0 = tl_now_ms();
+	r = select(p.s + 1, &rs, NULL, NULL, &tv);
+	say("select(IN, {0 s, 1200000 us}), nothing queued -> %s %s, left "
+	    "{%ld, %ld}",
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0), (long)tv.tv_sec,
+	    (long)tv.tv_usec);
+	tv = (struct timeval){0, -1};
+	FD_SET(p.s, &rs);
+	r = select(p.s + 1, &rs, NULL, NULL, &tv);
+	say("select with tv_usec -1 -> %s", rstr(r, n, sizeof(n)));
+	pf.fd = p.c;
+	pf.events = POLLOUT;
+	r = ppoll(&pf, 1, &neg, NULL);
+	say("ppoll(OUT, ready, {-1 s, 0}) -> %s", rstr(r, n, sizeof(n)));
+	pf.fd = p.s;
+	pf.events = POLLIN;
+	t0 = tl_now_ms();
+	r = ppoll(&pf, 1, &big, NULL);
+	say("ppoll(IN, nothing queued, {0, 1e9 ns}) -> %s %s",
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0));
+	FD_ZERO(&rs);
+	FD_SET(p.s, &rs);
+	t0 = tl_now_ms();
+	r = pselect(p.s + 1, &rs, NULL, NULL, &big, NULL);
+	say("pselect(IN, nothing queued, {0, 1e9 ns}) -> %s %s",
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0));
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	epoll_ctl(ep, EPOLL_CTL_ADD, p.c, &ev);
+	r = epoll_pwait2(ep, &ev, 1, &neg, NULL);
+	say("epoll_pwait2(OUT, ready, {-1 s, 0}) -> %s", rstr(r, n, sizeof(n)));
+	close(ep);
+	unpair(&p);
+}
+
+/* review4: close with SO_LINGER {1, 0} resets the connection: the peer's
+ * next read is ECONNRESET, then EOF. */
+static void case_linger0(void)
+{
+	struct linger lg = {1, 0}, rd;
+	socklen_t l = sizeof(rd);
+	struct pollfd pf = {.fd = -1, .events = POLLIN | POLLRDHUP};
+	char buf[8], n[24], e[48];
+	struct pair p;
+	int err = 0;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	r = setsockopt(p.c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	getsockopt(p.c, SOL_SOCKET, SO_LINGER, &rd, &l);
+	say("SO_LINGER {1, 0} -> %s, reads {%d, %d}", rstr(r, n, sizeof(n)),
+	    rd.l_onoff, rd.l_linger);
+	close(p.c);
+	p.c = -1;
+	pf.fd = p.s;
+	r = poll(&pf, 1, 5000);
+	say("client closed: server poll(IN|RDHUP) -> %ld %s", r,
+	    ev_str((uint32_t)pf.revents, e, sizeof(e)));
+	r = recv(p.s, buf, sizeof(buf), MSG_DONTWAIT);
+	say("recv -> %s", rstr(r, n, sizeof(n)));
+	l = sizeof(err);
+	getsockopt(p.s, SOL_SOCKET, SO_ERROR, &err, &l);
+	say("SO_ERROR -> %s", err ? tl_en(err) : "0");
+	r = recv(p.s, buf, sizeof(buf), MSG_DONTWAIT);
+	say("recv -> %s", rstr(r, n, sizeof(n)));
+	unpair(&p);
+}
+
+static volatile sig_atomic_t got_io;
+
+static void on_io(int sig)
+{
+	(void)sig;
+	got_io++;
+}
+
+/* review4: O_ASYNC with F_SETOWN: data arriving raises SIGIO. */
+static void case_async(void)
+{
+	struct sigaction sa = {.sa_handler = on_io}, old;
+	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	struct pair p;
+	int64_t t0;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGIO, &sa, &old);
+	fcntl(p.s, F_SETOWN, getpid());
+	r = fcntl(p.s, F_SETFL, fcntl(p.s, F_GETFL) | O_ASYNC);
+	say("F_SETOWN, O_ASYNC -> %ld, F_GETFL has O_ASYNC: %s", r,
+	    fcntl(p.s, F_GETFL) & O_ASYNC ? "yes" : "no");
+	got_io = 0;
+	send(p.c, "sig", 3, 0);
+	pf.fd = p.s;
+	poll(&pf, 1, 5000);
+	/* the data is in: its signal was sent with it */
+	t0 = tl_now_ms();
+	while (!got_io && tl_now_ms() - t0 < 1000)
+		tl_sleep_ms(10);
+	say("3 bytes in: SIGIO %s", got_io ? "taken" : "none within 1 s");
+	fcntl(p.s, F_SETFL, fcntl(p.s, F_GETFL) & ~O_ASYNC);
+	sigaction(SIGIO, &old, NULL);
+	unpair(&p);
+}
+
+/* review4: select on exceptfds only (POLLPRI, out-of-band data) of a
+ * connection whose peer closed: nothing to say, it sleeps its timeout. */
+static void case_select_ex(void)
+{
+	struct timeval tv = {0, 500000};
+	char buf[4], n[24];
+	struct pair p;
+	fd_set es;
+	int64_t t0;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	close(p.c);
+	p.c = -1;
+	r = recv(p.s, buf, sizeof(buf), 0);
+	say("peer closed, EOF read (%ld)", r);
+	FD_ZERO(&es);
+	FD_SET(p.s, &es);
+	t0 = tl_now_ms();
+	r = select(p.s + 1, NULL, NULL, &es, &tv);
+	say("select(exceptfds only, 0.5 s) -> %s %s", rstr(r, n, sizeof(n)),
+	    dur(tl_now_ms() - t0));
+	unpair(&p);
+}
+
+/* review4: connect(AF_UNSPEC) disconnects (tcp_disconnect): on a
+ * connection the peer is reset and the socket can connect again; on a
+ * listener it stops listening. */
+static void case_unspec(void)
+{
+	struct sockaddr_in un = {.sin_family = AF_UNSPEC};
+	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	struct sockaddr_in la = laddr;
+	socklen_t al = sizeof(la);
+	char buf[4], n[24], m[24];
+	struct pair p;
+	int l, c;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	r = connect(p.c, (struct sockaddr *)&un, sizeof(un));
+	say("connected: connect(AF_UNSPEC) -> %s, getpeername %s",
+	    rstr(r, n, sizeof(n)), peer_str(p.c, p.s, m, sizeof(m)));
+	pf.fd = p.s;
+	poll(&pf, 1, 1000); /* (the reset is at once over loopback) */
+	r = recv(p.s, buf, sizeof(buf), MSG_DONTWAIT);
+	say("the peer's recv -> %s", rstr(r, n, sizeof(n)));
+	close(p.s);
+	p.s = -1;
+	r = connect(p.c, (struct sockaddr *)&laddr, sizeof(laddr));
+	say("connect again -> %s", rstr(r, n, sizeof(n)));
+	if (r == 0) {
+		p.s = accept_wait();
+		r = send(p.c, "abc", 3, 0);
+		say("accepted %s, send -> %s, peer recv -> %ld",
+		    p.s >= 0 ? "yes" : "no", rstr(r, n, sizeof(n)),
+		    p.s >= 0 ? (long)recv(p.s, buf, sizeof(buf), 0) : -1L);
+	}
+	unpair(&p);
+
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	la.sin_port = 0;
+	if (bind(l, (struct sockaddr *)&la, sizeof(la)) < 0 || listen(l, 4) ||
+	    getsockname(l, (struct sockaddr *)&la, &al) < 0) {
+		say("listener: %s", tl_en(errno));
+		close(l);
+		return;
+	}
+	r = connect(l, (struct sockaddr *)&un, sizeof(un));
+	say("listener: connect(AF_UNSPEC) -> %s", rstr(r, n, sizeof(n)));
+	set_nb(l, true);
+	r = accept(l, NULL, NULL);
+	say("listener: accept -> %s", rstr(r, n, sizeof(n)));
+	if (r >= 0)
+		close((int)r);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	r = connect(c, (struct sockaddr *)&la, sizeof(la));
+	say("a client of its port: connect -> %s", rstr(r, n, sizeof(n)));
+	close(c);
+	close(l);
+}
+
+/* review4: TCP_MAXSEG of a connection is its path's MSS, not the 536 an
+ * unconnected TCP socket reads; IP_MTU is its path's MTU (ENOTCONN on an
+ * unconnected one). */
+static void case_maxseg(void)
+{
+	struct pair p;
+	socklen_t l = sizeof(int);
+	int v = 0, u = 0, fd;
+
+	if (mkpair(&p))
+		return;
+	getsockopt(p.c, IPPROTO_TCP, TCP_MAXSEG, &v, &l);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	l = sizeof(int);
+	getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &u, &l);
+	close(fd);
+	say("unconnected socket: %d; connection: %s", u,
+	    v > u    ? "more"
+	    : v == u ? "the same"
+		     : "less");
+	l = sizeof(int);
+	v = 0;
+	if (getsockopt(p.c, IPPROTO_IP, IP_MTU, &v, &l) < 0)
+		say("connection: IP_MTU -> %s", tl_en(errno));
+	else
+		say("connection: IP_MTU -> %s",
+		    v >= 576 ? "576 or more" : "less than 576");
+	unpair(&p);
+}
+
+struct late {
+	int fd, ms;
+};
+
+static void *late_main(void *arg)
+{
+	struct late *l = arg;
+
+	tl_sleep_ms(l->ms); /* the peer that writes late: what is tested */
+	send(l->fd, "L", 1, MSG_NOSIGNAL);
+	return NULL;
+}
+
+/* A blocking recv on fd whose peer (other) sends 1 byte after 1.2 s: the
+ * answer and how long it took; then the byte is drained. */
+static void recv_late(const char *what, int fd, int other)
+{
+	struct late l = {other, 1200};
+	pthread_t th;
+	char c, n[24];
+	int64_t t0;
+	long r;
+
+	pthread_create(&th, NULL, late_main, &l);
+	t0 = tl_now_ms();
+	r = recv(fd, &c, 1, 0);
+	say("%s: blocking recv, the peer sends at 1.2 s -> %s %s", what,
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0));
+	pthread_join(th, NULL);
+	if (r < 0 && wait_readable(fd))
+		recv(fd, &c, 1, MSG_DONTWAIT);
+}
+
+/* review4: an accepted socket has its listener's SO_RCVTIMEO and
+ * SO_SNDTIMEO (sk_clone_lock copies the sock); SO_RCVTIMEO_NEW (the
+ * 64-bit form, 66) sets the same timeout as SO_RCVTIMEO. */
+static void case_timeo_inherit(void)
+{
+	struct timeval tv = {0, 300000}, rd;
+	int64_t tnew[2] = {0, 300000};
+	struct sockaddr_in la = laddr;
+	socklen_t al = sizeof(la), l = sizeof(rd);
+	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	struct pair p;
+	char n[24];
+	int ls, c = -1, s = -1;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	r = setsockopt(p.s, SOL_SOCKET, 66 /* SO_RCVTIMEO_NEW */, tnew,
+		       sizeof(tnew));
+	say("SO_RCVTIMEO_NEW 0.3 s -> %s", rstr(r, n, sizeof(n)));
+	recv_late("SO_RCVTIMEO_NEW", p.s, p.c);
+	unpair(&p);
+
+	ls = socket(AF_INET, SOCK_STREAM, 0);
+	la.sin_port = 0;
+	setsockopt(ls, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(ls, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (bind(ls, (struct sockaddr *)&la, sizeof(la)) < 0 ||
+	    listen(ls, 4) < 0 ||
+	    getsockname(ls, (struct sockaddr *)&la, &al) < 0 ||
+	    (c = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(c, (struct sockaddr *)&la, sizeof(la)) < 0) {
+		say("listener: %s", tl_en(errno));
+		goto out;
+	}
+	pf.fd = ls;
+	if (poll(&pf, 1, 10000) != 1 || (s = accept(ls, NULL, NULL)) < 0) {
+		say("accept: %s", tl_en(errno));
+		goto out;
+	}
+	memset(&rd, 0, sizeof(rd));
+	getsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &rd, &l);
+	say("listener with SO_RCVTIMEO/SO_SNDTIMEO 0.3 s: accepted socket's "
+	    "SO_RCVTIMEO reads {%ld, %ld}",
+	    (long)rd.tv_sec, (long)rd.tv_usec);
+	recv_late("accepted", s, c);
+out:
+	if (s >= 0)
+		close(s);
+	if (c >= 0)
+		close(c);
+	close(ls);
+}
+
+/* review4: TCP_DEFER_ACCEPT on a listener: a connection that has sent
+ * nothing is not ready to accept (within the option's 5 s); its first
+ * byte makes it so. */
+static void case_defer_accept(void)
+{
+	struct sockaddr_in la = laddr;
+	socklen_t al = sizeof(la);
+	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	int ls, c = -1, s, secs = 5, r;
+	int64_t t0;
+	char buf[4];
+
+	ls = socket(AF_INET, SOCK_STREAM, 0);
+	la.sin_port = 0;
+	setsockopt(ls, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
+	if (bind(ls, (struct sockaddr *)&la, sizeof(la)) < 0 ||
+	    listen(ls, 4) < 0 ||
+	    getsockname(ls, (struct sockaddr *)&la, &al) < 0 ||
+	    (c = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(c, (struct sockaddr *)&la, sizeof(la)) < 0) {
+		say("listener: %s", tl_en(errno));
+		goto out;
+	}
+	pf.fd = ls;
+	t0 = tl_now_ms();
+	r = poll(&pf, 1, 600);
+	say("TCP_DEFER_ACCEPT 5 s, connected, nothing sent: poll(listener, "
+	    "0.6 s) -> %d %s",
+	    r, dur(tl_now_ms() - t0));
+	send(c, "d", 1, 0);
+	r = poll(&pf, 1, 5000);
+	s = r == 1 ? accept(ls, NULL, NULL) : -1;
+	say("1 byte sent: poll -> %d, accepted %s, recv -> %ld", r,
+	    s >= 0 ? "yes" : "no",
+	    s >= 0 && wait_readable(s) ? (long)recv(s, buf, sizeof(buf), 0)
+				       : -1L);
+	if (s >= 0)
+		close(s);
+out:
+	if (c >= 0)
+		close(c);
+	close(ls);
+}
+
+static int opt_int(int fd, int level, int name)
+{
+	socklen_t l = sizeof(int);
+	int v = -1;
+
+	if (getsockopt(fd, level, name, &v, &l) < 0)
+		return -errno;
+	return v;
+}
+
+/* review4: an accepted socket reads back the TCP_NODELAY, SO_LINGER,
+ * SO_OOBINLINE and IP_TOS its listener had (sk_clone_lock copies them). */
+static void case_opt_inherit(void)
+{
+	struct sockaddr_in la = laddr;
+	socklen_t al = sizeof(la), l;
+	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	struct linger lg = {1, 7}, rd = {0, 0};
+	int ls, c = -1, s = -1, one = 1, tos = 0x10;
+
+	ls = socket(AF_INET, SOCK_STREAM, 0);
+	la.sin_port = 0;
+	setsockopt(ls, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(ls, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	setsockopt(ls, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
+	setsockopt(ls, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+	if (bind(ls, (struct sockaddr *)&la, sizeof(la)) < 0 ||
+	    listen(ls, 4) < 0 ||
+	    getsockname(ls, (struct sockaddr *)&la, &al) < 0 ||
+	    (c = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(c, (struct sockaddr *)&la, sizeof(la)) < 0) {
+		say("listener: %s", tl_en(errno));
+		goto out;
+	}
+	pf.fd = ls;
+	if (poll(&pf, 1, 10000) != 1 || (s = accept(ls, NULL, NULL)) < 0) {
+		say("accept: %s", tl_en(errno));
+		goto out;
+	}
+	l = sizeof(rd);
+	getsockopt(s, SOL_SOCKET, SO_LINGER, &rd, &l);
+	say("accepted: TCP_NODELAY %d, SO_LINGER {%d, %d}, SO_OOBINLINE %d, "
+	    "IP_TOS %#x",
+	    opt_int(s, IPPROTO_TCP, TCP_NODELAY), rd.l_onoff, rd.l_linger,
+	    opt_int(s, SOL_SOCKET, SO_OOBINLINE),
+	    opt_int(s, IPPROTO_IP, IP_TOS));
+	say("the client (none set): TCP_NODELAY %d, IP_TOS %#x",
+	    opt_int(c, IPPROTO_TCP, TCP_NODELAY),
+	    opt_int(c, IPPROTO_IP, IP_TOS));
+out:
+	if (s >= 0)
+		close(s);
+	if (c >= 0)
+		close(c);
+	close(ls);
+}
+
+/* review4: select with an fd that is not open among its sets: EBADF, and
+ * the sets are left as they were (core_sys_select copies nothing back). */
+static void case_select_badf(void)
+{
+	struct timeval tv = {0, 300000};
+	struct pair p;
+	char n[24];
+	fd_set rs;
+	int bad;
+	long r;
+
+	if (mkpair(&p))
+		return;
+	bad = dup(p.s);
+	close(bad);
+	FD_ZERO(&rs);
+	FD_SET(p.s, &rs);
+	FD_SET(bad, &rs);
+	r = select(bad + 1, &rs, NULL, NULL, &tv);
+	say("select(IN: a connection, nothing queued; a closed fd above it) "
+	    "-> %s, the connection's bit %s, the closed fd's %s",
+	    rstr(r, n, sizeof(n)), FD_ISSET(p.s, &rs) ? "kept" : "cleared",
+	    FD_ISSET(bad, &rs) ? "kept" : "cleared");
+	unpair(&p);
+}
+
+/* review4: connect on a listener checks its address first (EINVAL for a
+ * length short of a family, EFAULT for a bad pointer), then its state:
+ * EISCONN (inet_stream_connect). */
+static void case_lconnect(void)
+{
+	char n[24];
+	long r;
+
+	r = connect(lfd, NULL, 0);
+	say("connect(listener, NULL, 0) -> %s", rstr(r, n, sizeof(n)));
+	r = connect(lfd, (struct sockaddr *)&laddr, 1);
+	say("connect(listener, addr, 1) -> %s", rstr(r, n, sizeof(n)));
+	r = connect(lfd, (struct sockaddr *)8, sizeof(laddr));
+	say("connect(listener, an unmapped address) -> %s",
+	    rstr(r, n, sizeof(n)));
+	r = connect(lfd, (struct sockaddr *)&laddr, sizeof(laddr));
+	say("connect(listener, its own address) -> %s", rstr(r, n, sizeof(n)));
+}
+
+/* review4: getsockopt(SO_PEERNAME) gives the peer's address with
+ * sk_getsockopt's length rules (a prefix; EINVAL past the name), also
+ * once the connection is closed (getname with peer 2). */
+static void peername_opt_say(const char *what, int fd, int other, int len)
+{
+	struct sockaddr_storage st;
+	struct sockaddr_in b;
+	socklen_t sl = (socklen_t)len, bl = sizeof(b);
+	char n[24];
+	long r;
+
+	memset(&st, 0, sizeof(st));
+	r = getsockopt(fd, SOL_SOCKET, SO_PEERNAME, &st, &sl);
+	getsockname(other, (struct sockaddr *)&b, &bl);
+	say("%s: SO_PEERNAME, length %d -> %s, length %u, %s", what, len,
+	    rstr(r, n, sizeof(n)), sl,
+	    ((struct sockaddr_in *)&st)->sin_port == b.sin_port ? "the peer"
+								: "no port");
+}
+
+static void case_peername_opt(void)
+{
+	struct pair p;
+	char buf[4];
+
+	if (mkpair(&p))
+		return;
+	peername_opt_say("client", p.c, p.s, (int)sizeof(struct sockaddr_in));
+	peername_opt_say("server", p.s, p.c, (int)sizeof(struct sockaddr_in));
+	peername_opt_say("client", p.c, p.s, 4);
+	peername_opt_say("client", p.c, p.s,
+			 (int)sizeof(struct sockaddr_storage));
+	shutdown(p.c, SHUT_WR);
+	recv(p.s, buf, sizeof(buf), 0);
+	shutdown(p.s, SHUT_WR);
+	recv(p.c, buf, sizeof(buf), 0);
+	peername_opt_say("closed client", p.c, p.s,
+			 (int)sizeof(struct sockaddr_in));
+	unpair(&p);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -2939,6 +3495,19 @@ static const struct {
     {"rcvlowat", case_rcvlowat},
     {"etedge", case_etedge},
     {"timeo-neg", case_timeo_neg},
+    {"peername", case_peername},
+    {"seltmo", case_seltmo},
+    {"linger0", case_linger0},
+    {"async", case_async},
+    {"select-ex", case_select_ex},
+    {"unspec", case_unspec},
+    {"maxseg", case_maxseg},
+    {"timeo-inherit", case_timeo_inherit},
+    {"defer-accept", case_defer_accept},
+    {"opt-inherit", case_opt_inherit},
+    {"select-badf", case_select_badf},
+    {"lconnect", case_lconnect},
+    {"peername-opt", case_peername_opt},
 };
 
 static void *watchdog(void *arg)

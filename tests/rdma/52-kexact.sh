@@ -130,6 +130,40 @@
 #            later arrival is a new edge though nothing was read (the
 #            shim's count peeks at 16 KiB, then at all that is queued),
 #            none without one; after a partial read, the next arrival too
+#   peername  getpeername names the peer while established and after
+#            one side's SHUT_WR; ENOTCONN on both ends once each has shut
+#            for writing and read the other's FIN (inet_getname: CLOSE)
+#            [review4]
+#   seltmo   select with tv_usec 1200000 waits 1.2 s (glibc carries it
+#            into the seconds), tv_usec -1 is EINVAL; ppoll, pselect and
+#            epoll_pwait2 with a timespec out of range (-1 s, 1e9 ns):
+#            EINVAL at once, even with an fd ready  [review4]
+#   linger0  close with SO_LINGER {1, 0}: its peer sees ERR|HUP, recv
+#            ECONNRESET, then EOF.  KNOWN  [review4]
+#   async    O_ASYNC with F_SETOWN: data arriving raises SIGIO.  KNOWN
+#            [review4]
+#   select-ex  select on exceptfds only of a connection whose peer closed
+#            (EOF read): sleeps its 0.5 s.  KNOWN (as poll-none)  [review4]
+#   unspec   connect(AF_UNSPEC): a connection is disconnected (its peer
+#            reset, getpeername ENOTCONN) and connects again; a listener
+#            stops listening (accept EINVAL, its port refuses).  KNOWN
+#            [review4]
+#   maxseg   TCP_MAXSEG of a connection: more than an unconnected
+#            socket's 536; IP_MTU: 576 or more.  KNOWN  [review4]
+#   defer-accept  a listener with TCP_DEFER_ACCEPT: a connection that sent
+#            nothing is not ready to accept (0.6 s); its first byte makes
+#            it so.  KNOWN  [review4]
+#   opt-inherit  an accepted socket reads back its listener's TCP_NODELAY,
+#            SO_LINGER, SO_OOBINLINE and IP_TOS  [review4]
+#   select-badf  select with a closed fd above a connection's: EBADF, the
+#            sets left as they were  [review4]
+#   lconnect  connect on a listener: EINVAL (no address, a length short
+#            of a family), EFAULT (unmapped), then EISCONN  [review4]
+#   peername-opt  getsockopt(SO_PEERNAME): the peer (a prefix for a short
+#            length, EINVAL past the name's), also once closed  [review4]
+#   timeo-inherit  SO_RCVTIMEO_NEW (66) bounds a blocking recv as
+#            SO_RCVTIMEO does; an accepted socket has its listener's
+#            SO_RCVTIMEO/SO_SNDTIMEO (reads back, bounds recv)  [review4]
 # Under require a connect that can't use RDMA fails (the transcript shows
 # it): every connection that succeeds here is an RDMA one.
 . "$(dirname "$0")/lib/common.bash"
@@ -142,6 +176,12 @@ declare -A KNOWN=(
 	[outq]="SIOCOUTQ is 0 with a peer that does not read: rsockets sends only into room the peer granted and holds nothing unacknowledged; the backlog waits in the peer's receive buffer"
 	[rcvlowat]="SO_RCVLOWAT is not applied to an RDMA connection: it is readable from the first byte and a blocking recv returns what is queued (rsockets shows a peer's SHUT_WR only behind its data, so a mark held there could wait for good)"
 	[etedge]="ET EPOLLIN with more than 16 KiB queued and unread: a later arrival gives no new event until the program reads (the shim counts 16 KiB; counting all of it cost a copy of the queue per look)"
+	[linger0]="close with SO_LINGER {1, 0} is an orderly close for its peer (IN|RDHUP, recv EOF; no ERR, no ECONNRESET): rsockets has no reset to send"
+	[async]="O_ASYNC/F_SETOWN on an RDMA connection raises no SIGIO when data arrives: the bytes reach the rsocket, not the kernel socket that has the flag"
+	[select-ex]="select on exceptfds only of a connection whose peer closed returns 0 at once (rsockets' HUP ends the sleep, as poll-none)"
+	[unspec]="connect(AF_UNSPEC) does not disconnect: EISCONN on a connection (it stands: getpeername names the peer, whose recv sees nothing) and on a listener (it goes on listening: a client connects)"
+	[defer-accept]="TCP_DEFER_ACCEPT is not applied to RDMA connections: the listener is readable, and accept takes the connection, before its first byte"
+	[maxseg]="TCP_MAXSEG of an RDMA connection reads 536 and IP_MTU is ENOTCONN, an unconnected socket's answers: the kernel socket under it never connects"
 	[poll-none]="poll with events 0 on a connection whose peer closed returns 0 at once (rsockets' HUP, masked away, ends the sleep): a caller's loop spins until its own deadline"
 )
 # Seen once, in the ASan pass only: after pthread_cancel of a thread
