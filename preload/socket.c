@@ -513,7 +513,9 @@ static const struct shim_kind_ops listen_ops = {
 
 /* An eligible socket holds a reservation only when an exec'd image took
  * one over for its inherited listener (handover.c, twins_import) and the
- * program has not called listen() again (yet): it goes with the socket. */
+ * start-up did not make it a listener (listen_adopt: another fd of it
+ * went back to the kernel, or no RDMA under auto): it goes with the
+ * socket. */
 static const struct shim_kind_ops tcp_ops = {
     .release = twin_drop,
 };
