@@ -26,6 +26,11 @@ SHAPE says when the listeners become inheritable and how the child is made:
   spawn     os.posix_spawn (libc's), the listeners inheritable in the
             parent, the served one moved to fd 40 by the spawn's file
             actions; the image only accepts, as nolisten
+  activate  systemd socket activation: the process first re-executes
+            itself without the shim (the activator: it holds no RDMA port
+            reservation), listens, and its fork child puts the listeners
+            at fds 3 and 4, sets LISTEN_FDS/LISTEN_PID, gives the shim
+            back and execs the image, which only accepts on fd 3
 """
 import os
 import signal
@@ -98,8 +103,34 @@ def failed_exec():
         os._exit(3)
 
 
+def activator(addr):
+    """Re-executed without the shim (its LD_PRELOAD kept aside for the
+    child), unless it is already."""
+    if "LD_PRELOAD" not in os.environ:
+        return os.environ.get("SUPERVISE_PRELOAD")
+    env = dict(os.environ)
+    env["SUPERVISE_PRELOAD"] = env.pop("LD_PRELOAD")
+    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__),
+                               addr, "activate"], env)
+
+
+def activated(s, spare, argv, preload):
+    """The fork child of the activator: systemd's fds 3 and 4."""
+    hi, hi_spare = os.dup(s.fileno()), os.dup(spare.fileno())
+    os.dup2(hi, 3)
+    os.dup2(hi_spare, 4)
+    for x in (hi, hi_spare):
+        os.close(x)
+    env = dict(os.environ, LISTEN_FDS="2", LISTEN_PID=str(os.getpid()))
+    env.pop("SUPERVISE_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    os.execve(sys.executable, argv + ["3", "4", "nolisten"], env)
+
+
 def supervise(addr, shape):
     global child
+    preload = activator(addr) if shape == "activate" else None
     signal.signal(signal.SIGTERM, end)
     # two listeners (the spare one is listened on again, never served)
     spare, s = socket.socket(), socket.socket()
@@ -127,6 +158,8 @@ def supervise(addr, shape):
         child = 0
     else:
         child = os.fork()
+    if child == 0 and shape == "activate":
+        activated(s, spare, argv, preload)
     if child == 0:
         # the served one reaches the new image at another number (a dup,
         # the original closed): it is told by its socket, not its fd
