@@ -10,10 +10,9 @@
  * is wrapped on its own, since glibc's execl, execv, execvp, fexecve...
  * reach the system call through its internal __execve, never through
  * execve's PLT entry.  execv, execvp and execl(p) pass environ; execle,
- * execve, execvpe, fexecve and execveat the caller's envp.  Not covered:
- * posix_spawn (its child execs inside libc, with the caller's file
- * actions: the reservation's file would have to be added to them), and an
- * exec by a raw system call.
+ * execve, execvpe, fexecve and execveat the caller's envp; posix_spawn and
+ * posix_spawnp theirs (below).  Not covered: an exec by a raw system call,
+ * and glibc's own spawns (system, popen: its internal __spawni).
  *
  * The caller may be a vfork child sharing its parent's memory: nothing here
  * allocates, locks or uses stdio, and neither the caller's envp nor environ
@@ -44,6 +43,10 @@ struct exec_call {
 	int fd, flags;
 	const char *path;
 	char *const *argv;
+	/* posix_spawn's */
+	pid_t *pid;
+	const posix_spawn_file_actions_t *acts;
+	const posix_spawnattr_t *attr;
 };
 
 static int call_execve(const struct exec_call *x, char *const envp[])
@@ -64,6 +67,21 @@ static int call_fexecve(const struct exec_call *x, char *const envp[])
 static int call_execveat(const struct exec_call *x, char *const envp[])
 {
 	return REAL(execveat)(x->fd, x->path, x->argv, envp, x->flags);
+}
+
+/* posix_spawn: its child execs inside libc (the file actions, then the
+ * kernel's execve), and the call returns in the parent, where the files
+ * passed are close-on-exec again as after a failed exec. */
+static int call_spawn(const struct exec_call *x, char *const envp[])
+{
+	return REAL(posix_spawn)(x->pid, x->path, x->acts, x->attr, x->argv,
+				 envp);
+}
+
+static int call_spawnp(const struct exec_call *x, char *const envp[])
+{
+	return REAL(posix_spawnp)(x->pid, x->path, x->acts, x->attr, x->argv,
+				  envp);
 }
 
 /* envp's first n entries without LIBERDMA_SHIM_TWINS, then kv (if any),
@@ -122,7 +140,8 @@ static int exec_carrying(const struct exec_call *x, char *const envp[])
 		e = errno;
 		munmap(ne, sz);
 	}
-	/* failed (it returned): errno as the kernel or libc said it */
+	/* failed (it returned), or a posix_spawn: errno as the kernel or
+	 * libc said it */
 	shim_twins_unpass(&c);
 	errno = e;
 	return r;
@@ -176,6 +195,48 @@ SHIM_EXPORT int execveat(int fd, const char *path, char *const argv[],
 			      .path = path,
 			      .argv = argv};
 
+	return exec_carrying(&x, envp);
+}
+
+/*
+ * posix_spawn and posix_spawnp carry as an exec does: the listeners that
+ * are inheritable in this process at the call (the file actions are
+ * opaque: a listener that only they make inheritable, adddup2 of a
+ * close-on-exec fd, goes across without its reservation, and the new
+ * image's door then finds it held by this process: TCP there).  A NULL
+ * envp (the kernel's empty environment) goes as it is, nothing carried.
+ */
+SHIM_EXPORT int posix_spawn(pid_t *pid, const char *path,
+			    const posix_spawn_file_actions_t *acts,
+			    const posix_spawnattr_t *attr, char *const argv[],
+			    char *const envp[])
+{
+	struct exec_call x = {.fn = call_spawn,
+			      .path = path,
+			      .argv = argv,
+			      .pid = pid,
+			      .acts = acts,
+			      .attr = attr};
+
+	if (!envp)
+		return REAL(posix_spawn)(pid, path, acts, attr, argv, envp);
+	return exec_carrying(&x, envp);
+}
+
+SHIM_EXPORT int posix_spawnp(pid_t *pid, const char *file,
+			     const posix_spawn_file_actions_t *acts,
+			     const posix_spawnattr_t *attr, char *const argv[],
+			     char *const envp[])
+{
+	struct exec_call x = {.fn = call_spawnp,
+			      .path = file,
+			      .argv = argv,
+			      .pid = pid,
+			      .acts = acts,
+			      .attr = attr};
+
+	if (!envp)
+		return REAL(posix_spawnp)(pid, file, acts, attr, argv, envp);
 	return exec_carrying(&x, envp);
 }
 

@@ -756,8 +756,9 @@ static void relayed_import(void)
  * in the new image's environment -- the listening socket's inode (not its
  * fd number, which the program may move), the file's fd, the id -- and an
  * image started with it takes the file back (close-on-exec again) and puts
- * it on the socket with that inode, as an eligible TCP socket, so its
- * listen() keeps it instead of reserving anew and its door's opener frees
+ * it on the socket with that inode, as an eligible TCP socket, so that the
+ * start-up's taking of inherited listeners (socket.c, listen_adopt) keeps
+ * it instead of reserving anew, and its door's opener frees
  * it as any.  Files no socket matches are closed.  An image without the
  * shim (or a setuid one) keeps the file unused, its fd open, holding the
  * reservation while it lives.
@@ -885,7 +886,8 @@ static bool parse_twin(const char *e, struct twin_entry *t)
 }
 
 /* fd, socket ino of t: an eligible TCP listener carrying t's reservation.
- * Its listen() keeps it (socket.c, twin_reserve), its close drops it. */
+ * Start-up's listen_adopt keeps it (socket.c, twin_reserve), its close
+ * drops it. */
 static struct shim_sock *twin_adopt(int fd, const struct twin_entry *t)
 {
 	int dom = 0, type = 0, proto = 0, acc = 0, fl;

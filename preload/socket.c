@@ -21,6 +21,7 @@
 #include <netinet/tcp.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -508,7 +509,9 @@ static const struct shim_kind_ops listen_ops = {
 
 /* An eligible socket holds a reservation only when an exec'd image took
  * one over for its inherited listener (handover.c, twins_import) and the
- * program has not called listen() again (yet): it goes with the socket. */
+ * start-up did not make it a listener (listen_adopt: another fd of it
+ * went back to the kernel, or no RDMA under auto): it goes with the
+ * socket. */
 static const struct shim_kind_ops tcp_ops = {
     .release = twin_drop,
 };
@@ -571,36 +574,60 @@ void shim_listen_door_port(uint16_t port)
 
 static int listen_held(int fd, struct shim_sock *s, int backlog);
 
-SHIM_EXPORT int listen(int fd, int backlog)
+/* listen() on a sock of ours that is not eligible: out of line, so that
+ * the kernel-fd path stays one test and a tail call. */
+static __attribute__((noinline)) int listen_slow(int fd, struct shim_sock *s,
+						 int kind, int backlog)
 {
-	struct shim_sock *s = shim_fd_get(fd);
-	int kind = s ? shim_kind(s) : 0, r;
+	int r;
 
-	if (likely(!shim_kind_has(kind, SHIM_KF_ELIGIBLE))) {
-		if (unlikely(shim_kind_has(kind, SHIM_KF_SETTLING))) {
-			errno = EINVAL; /* the kernel's, while it connects */
-			return -1;
-		}
-		return REAL(listen)(fd, backlog);
+	if (shim_kind_has(kind, SHIM_KF_SETTLING)) {
+		errno = EINVAL; /* the kernel's, while it connects */
+		return -1;
 	}
-	if (unlikely(
-		!shim_sock_tryget(fd, s, SHIM_KINDS_WITH(SHIM_KF_ELIGIBLE))))
+	if (unlikely(!shim_sock_tryget(
+		fd, s, SHIM_KINDS_WITH(SHIM_KF_ELIGIBLE | SHIM_KF_DOOR))))
 		return listen(fd, backlog); /* a close() came first */
-	r = listen_held(fd, s, backlog);
+	if (shim_kind_is(s, SHIM_KF_DOOR)) {
+		/* listen() again (on an inherited listener this image adopted
+		 * too: listen_adopt): the kernel's backlog changes, and so
+		 * does the door's if it is not open yet */
+		r = REAL(listen)(fd, backlog);
+		if (r == 0 && __atomic_load_n(&s->door, __ATOMIC_ACQUIRE) ==
+				  SHIM_DOOR_NONE)
+			s->backlog = backlog;
+	} else {
+		r = listen_held(fd, s, backlog);
+	}
 	shim_sock_put(s);
 	return r;
 }
 
-/* listen on TCP sock s, a reference held: 0, or -1 and errno. */
-static int listen_held(int fd, struct shim_sock *s, int backlog)
+SHIM_EXPORT int listen(int fd, int backlog)
+{
+	struct shim_sock *s = shim_fd_get(fd);
+	int kind = s ? shim_kind(s) : 0;
+
+	if (likely(!shim_kind_has(kind, SHIM_KF_ELIGIBLE | SHIM_KF_SETTLING |
+					    SHIM_KF_DOOR)))
+		return REAL(listen)(fd, backlog);
+	return listen_slow(fd, s, kind, backlog);
+}
+
+/*
+ * What listen() makes of TCP sock s once the kernel listens on fd (a
+ * reference held): a listener of ours whose door opens at the first wait,
+ * with backlog for the door, or the kernel's, with one line saying why.
+ * -errno only where listen() is to fail: no door under require.  adopted:
+ * an inherited listener taken at start-up (listen_adopt), where nothing
+ * can fail: under require it goes to the kernel, with a warning.
+ */
+static int listen_take(int fd, struct shim_sock *s, int backlog, bool adopted)
 {
 	struct sockaddr_storage laddr;
 	socklen_t alen;
 	int r;
 
-	r = REAL(listen)(fd, backlog);
-	if (r < 0)
-		return r;
 	s->local_len = sizeof(s->local);
 	s->lfd = fd;
 	if (!__atomic_load_n(&s->guard, __ATOMIC_ACQUIRE)) {
@@ -622,10 +649,15 @@ static int listen_held(int fd, struct shim_sock *s, int backlog)
 	r = REAL(getsockname)(fd, (struct sockaddr *)&s->local, &s->local_len);
 	r = r < 0 ? -errno : door_addr(s, &laddr, &alen);
 	if (r < 0) {
-		shim_info("fd %d: listening on TCP only (%s)", fd,
-			  strerror(-r));
-		if (shim_cfg.mode == SHIM_MODE_REQUIRE)
-			return (int)shim_ret(r);
+		if (adopted && shim_cfg.mode == SHIM_MODE_REQUIRE)
+			shim_warn("fd %d: RDMA required but the inherited "
+				  "listener is on TCP only (%s)",
+				  fd, strerror(-r));
+		else
+			shim_info("fd %d: listening on TCP only (%s)", fd,
+				  strerror(-r));
+		if (shim_cfg.mode == SHIM_MODE_REQUIRE && !adopted)
+			return r; /* listen() fails, the sock stays */
 		shim_stat_kernel(fd, ERDMA_PATH_LISTEN_TCP, NULL, -r, NULL, 0);
 		shim_fd_install(fd, NULL);
 		return 0;
@@ -636,6 +668,157 @@ static int listen_held(int fd, struct shim_sock *s, int backlog)
 	shim_sock_attach(s, SHIM_SK_LISTEN, -1);
 	return 0;
 }
+
+/* listen on TCP sock s, a reference held: 0, or -1 and errno. */
+static int listen_held(int fd, struct shim_sock *s, int backlog)
+{
+	int r;
+
+	r = REAL(listen)(fd, backlog);
+	if (r < 0)
+		return r;
+	r = listen_take(fd, s, backlog, false);
+	return r < 0 ? (int)shim_ret(r) : 0;
+}
+
+/*
+ * Inherited listeners (docs/security.md, "What the reservation leaves
+ * open"): a listening TCP socket this image was started with -- systemd's
+ * LISTEN_FDS, an inetd "wait" service's stdin, a supervisor's fork+exec or
+ * posix_spawn child, subprocess's pass_fds, gunicorn/uvicorn --fd -- is
+ * taken at start-up as listen() takes one, since such a program never
+ * calls listen() itself: the same guard and eligibility checks (a device
+ * binding or filter read back from the kernel, the mode, the port rules),
+ * the twin reservation carried across the exec if there is one for its
+ * socket (handover.c, twins_import: then s is that TCP sock already), else
+ * a fresh one, and the door opens at the first wait, as any listener's:
+ * a parent that holds the socket too and never waits (systemd, a
+ * supervisor) is untouched, and one that has a door on the port already
+ * keeps it (door_taken: the exec'd image has the listener's socket open,
+ * so it is the holder's own, and serves over TCP).
+ *
+ * The door's backlog is the kernel's for that socket, read back: a
+ * listener's TCP_INFO has sk_max_ack_backlog (the program's backlog as
+ * the kernel clamped it) in tcpi_sacked; SOMAXCONN if that can't be read.
+ */
+struct adopted {
+	ino_t ino;
+	struct shim_sock *s; /* NULL: that listener stays the kernel's */
+};
+#define ADOPT_MAX 64
+
+/* fd's backlog, as the kernel keeps it */
+static int adopt_backlog(int fd)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
+	    l < offsetof(struct tcp_info, tcpi_sacked) +
+		    sizeof(ti.tcpi_sacked) ||
+	    ti.tcpi_state != TCP_LISTEN || !ti.tcpi_sacked ||
+	    ti.tcpi_sacked > INT_MAX)
+		return SOMAXCONN;
+	return (int)ti.tcpi_sacked;
+}
+
+/* Is fd a TCP listener (of its family in *dom)? */
+static bool adopt_candidate(int fd, int *dom)
+{
+	int type = 0, proto = 0, acc = 0;
+	socklen_t l = sizeof(int);
+
+	*dom = 0;
+	return REAL(getsockopt)(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) == 0 &&
+	       acc &&
+	       REAL(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, dom, &l) == 0 &&
+	       REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &l) == 0 &&
+	       REAL(getsockopt)(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) == 0 &&
+	       eligible(*dom, type, proto);
+}
+
+/* One inherited listener at fd (socket inode ino): taken as listen()
+ * takes one, or another fd of one taken already (a dup: one sock, as dup
+ * makes it). */
+static void adopt_one(int fd, ino_t ino, struct adopted *seen, unsigned int *n)
+{
+	struct shim_sock *s = shim_fd_get(fd);
+	int dom, backlog, fl;
+
+	for (unsigned int i = 0; i < *n; i++) {
+		if (seen[i].ino != ino)
+			continue;
+		if (seen[i].s && !s) {
+			shim_sock_get(seen[i].s);
+			shim_fd_install(fd, seen[i].s);
+		}
+		return;
+	}
+	/* not ours yet, or a TCP sock that carries its reservation across
+	 * the exec (twins_import); anything else (the log's fd) is left */
+	if ((s && shim_kind(s) != SHIM_SK_TCP) || *n == ADOPT_MAX ||
+	    !adopt_candidate(fd, &dom))
+		return;
+	/* asked only once a listener is there (a device list: not at every
+	 * start of every image); under auto without RDMA socket() makes no
+	 * sock either */
+	if (shim_cfg.mode == SHIM_MODE_AUTO && !sg_available())
+		return;
+	if (!s) {
+		s = shim_sock_new(SHIM_SK_TCP, dom);
+		if (!s)
+			return;
+		fl = REAL(fcntl)(fd, F_GETFL);
+		s->nonblock = fl >= 0 && (fl & O_NONBLOCK);
+		shim_fd_install(fd, s);
+	}
+	s = shim_sock_ref(fd);
+	if (!s)
+		return;
+	backlog = adopt_backlog(fd);
+	listen_take(fd, s, backlog, true);
+	seen[*n].ino = ino;
+	seen[*n].s = shim_kind(s) == SHIM_SK_LISTEN ? s : NULL;
+	(*n)++;
+	if (seen[*n - 1].s)
+		shim_dbg("fd %d: an inherited TCP listener, taken as listen() "
+			 "takes one (backlog %d)",
+			 fd, backlog);
+	shim_sock_put(s);
+}
+
+static void listen_adopt(void)
+{
+	struct adopted seen[ADOPT_MAX];
+	unsigned int n = 0;
+	struct dirent *de;
+	DIR *d;
+
+	/* a setuid image: its fds are its caller's, as its environment */
+	if (shim_cfg.env_ignored || shim_cfg.mode == SHIM_MODE_OFF)
+		return;
+	d = opendir("/proc/self/fd");
+	if (!d) {
+		shim_dbg("inherited listeners not looked for: /proc/self/fd: "
+			 "%s",
+			 strerror(errno));
+		return;
+	}
+	while ((de = readdir(d))) {
+		char *end;
+		long fd = strtol(de->d_name, &end, 10);
+		struct stat sb;
+
+		if (end == de->d_name || *end || fd < 0 || fd > INT_MAX ||
+		    fd == dirfd(d) || fstat((int)fd, &sb) < 0 ||
+		    !S_ISSOCK(sb.st_mode))
+			continue;
+		adopt_one((int)fd, sb.st_ino, seen, &n);
+	}
+	closedir(d);
+}
+SHIM_STARTUP(ADOPT, .start = listen_adopt);
 
 /* Give an accepted rsocket a kernel socket of the program's family. */
 static int adopt_accepted(struct shim_sock *ls, int lfd, int rs,

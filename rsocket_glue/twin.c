@@ -24,7 +24,8 @@
  * takes it; the others find it gone (ENOENT) and the door taken, as before.
  * The file is close-on-exec, except in a process whose listener goes
  * across the exec it is making (sg_twin_pass, from preload/exec.c): the
- * new image takes the file back (sg_twin_take) and its listen() keeps the
+ * new image takes the file back (sg_twin_take) and its start-up's taking
+ * of the inherited listener (preload/socket.c, listen_adopt) keeps the
  * reservation.
  */
 #include "glue.h"

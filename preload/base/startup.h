@@ -27,6 +27,7 @@
 	X(URING)    /* uring.c: the threads' accept rings */                   \
 	X(SOCK)	    /* sock.c: fd 2 watched; the sock pool (prepare last) */   \
 	X(GLUE)	    /* rsocket_glue: librdmacm's locks, caches, sleepers */    \
+	X(ADOPT)    /* socket.c: inherited listeners taken as listen() does */ \
 	X(FORK)	    /* fork.c: a child disowns inherited RDMA (last) */
 
 #define SHIM_STARTUP_ENUM(name) SHIM_STARTUP_##name,

@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -104,6 +105,8 @@ void __chk_fail(void) __attribute__((noreturn));
 	X(execle)                                                              \
 	X(fexecve)                                                             \
 	X(execveat)                                                            \
+	X(posix_spawn)                                                         \
+	X(posix_spawnp)                                                        \
 	X(__read_chk)                                                          \
 	X(__recv_chk)                                                          \
 	X(__recvfrom_chk)                                                      \

@@ -55,26 +55,44 @@ HANDED=$N one py-forking python3 "$PY" "$IP0"
 # (no fork: the process itself makes them inheritable and execs the server
 # image).  Before, the reservation went across only when the listener was
 # inheritable at a fork: each of these lost RDMA (require refused).
+# And images that never call listen() on what they inherit (systemd socket
+# activation, inetd "wait", gunicorn --fd): nolisten (fork + execve, the
+# image only accepts) and spawn (os.posix_spawn, the listener moved to fd
+# 40 by the spawn's file actions, the image only accepts; the reservation
+# goes across the spawn: preload/exec.c).  The image takes each inherited
+# listener at start-up as listen() takes one (socket.c, listen_adopt: its
+# log says so for both, in every shape), and its first accept opens the
+# door on the carried reservation.  activate: systemd socket activation,
+# the activator without the shim (so no reservation goes across: the image
+# makes its own at start-up), fds 3 and 4 and LISTEN_FDS, the image only
+# accepts.  Before, their listeners were the kernel's: the client under
+# require was refused.
 supervise_case() {
-	local shape=$1 tag=supervise${1:+-$1} kept
+	local shape=$1 tag=supervise${1:+-$1} kept adopted want=2
 	one "$tag" python3 "$(dirname "$0")/lib/supervise.py" "$IP0" ${shape:+"$shape"}
 	kept=$(grep -c 'reservation kept across exec' "$WORK/$tag-s.srv" || true)
-	if [ "$kept" != 2 ]; then
-		echo "FAIL $tag: the exec'd image took $kept of the parent's 2 reservations"
+	adopted=$(grep -c 'an inherited TCP listener, taken as listen() takes one' "$WORK/$tag-s.srv" || true)
+	[ "$shape" != activate ] || want=0 # the activator holds none
+	if [ "$adopted" != 2 ]; then
+		echo "FAIL $tag: the exec'd image took $adopted of its 2 inherited listeners at start-up"
 		tail -n 6 "$WORK/$tag-s.srv" | sed 's/^/    srv| /'
 		fails=$((fails + 1))
-	elif grep -q 'is held by' "$WORK/$tag-s.srv" ||
+	elif [ "$kept" != $want ]; then
+		echo "FAIL $tag: the exec'd image took $kept of the parent's $want reservations"
+		tail -n 6 "$WORK/$tag-s.srv" | sed 's/^/    srv| /'
+		fails=$((fails + 1))
+	elif grep -q 'is held by\|not reserved' "$WORK/$tag-s.srv" ||
 		! grep -q 'listening on TCP and RDMA' "$WORK/$tag-s.srv"; then
-		echo "FAIL $tag: the exec'd image's door: $(grep -m1 'is held by\|listening on' "$WORK/$tag-s.srv")"
+		echo "FAIL $tag: the exec'd image's door: $(grep -m1 'is held by\|not reserved\|listening on' "$WORK/$tag-s.srv")"
 		fails=$((fails + 1))
 	elif [ "$shape" = execfail ] && ! grep -q '^failed exec: ENOENT, rdma_cm fds \[(.*True)' "$WORK/$tag-s.srv"; then
 		echo "FAIL $tag: after the failed exec: $(grep -m1 '^failed exec' "$WORK/$tag-s.srv")"
 		fails=$((fails + 1))
 	else
-		echo "PASS $tag: both reservations kept across the exec, the re-listened one's door opened on them${shape:+ (listeners made inheritable: $shape)}"
+		echo "PASS $tag: both inherited listeners taken at start-up, $want reservations kept across the exec, the served one's door opened${shape:+ (shape: $shape)}"
 	fi
 }
-for shape in "" dup2 execfail preexec reexec; do
+for shape in "" dup2 execfail preexec reexec nolisten spawn activate; do
 	supervise_case "$shape"
 done
 

@@ -20,6 +20,17 @@ SHAPE says when the listeners become inheritable and how the child is made:
             the child (close_fds=False): _posixsubprocess's exec
   reexec    no fork: the process makes them inheritable and execs the
             server image itself (nothing lives on to hold the listener)
+  nolisten  as fork, and the exec'd image never calls listen(): it only
+            accepts on the inherited listener (systemd socket activation,
+            inetd "wait", gunicorn --fd)
+  spawn     os.posix_spawn (libc's), the listeners inheritable in the
+            parent, the served one moved to fd 40 by the spawn's file
+            actions; the image only accepts, as nolisten
+  activate  systemd socket activation: the process first re-executes
+            itself without the shim (the activator: it holds no RDMA port
+            reservation), listens, and its fork child puts the listeners
+            at fds 3 and 4, sets LISTEN_FDS/LISTEN_PID, gives the shim
+            back and execs the image, which only accepts on fd 3
 """
 import os
 import signal
@@ -37,13 +48,14 @@ def handle(c):
         answer(c)
 
 
-def serve(fd, spare_fd):
-    """The exec'd image: listen() again on the inherited fds, then serve
-    the first."""
+def serve(fd, spare_fd, relisten):
+    """The exec'd image: listen() again on the inherited fds (unless told
+    not to), then serve the first."""
     spare = socket.socket(fileno=spare_fd)
-    spare.listen(8)
     s = socket.socket(fileno=fd)
-    s.listen(128)
+    if relisten:
+        spare.listen(8)
+        s.listen(128)
     print("ready", s.getsockname()[1], flush=True)
     while True:
         c, _ = s.accept()
@@ -91,8 +103,34 @@ def failed_exec():
         os._exit(3)
 
 
+def activator(addr):
+    """Re-executed without the shim (its LD_PRELOAD kept aside for the
+    child), unless it is already."""
+    if "LD_PRELOAD" not in os.environ:
+        return os.environ.get("SUPERVISE_PRELOAD")
+    env = dict(os.environ)
+    env["SUPERVISE_PRELOAD"] = env.pop("LD_PRELOAD")
+    os.execve(sys.executable, [sys.executable, os.path.abspath(__file__),
+                               addr, "activate"], env)
+
+
+def activated(s, spare, argv, preload):
+    """The fork child of the activator: systemd's fds 3 and 4."""
+    hi, hi_spare = os.dup(s.fileno()), os.dup(spare.fileno())
+    os.dup2(hi, 3)
+    os.dup2(hi_spare, 4)
+    for x in (hi, hi_spare):
+        os.close(x)
+    env = dict(os.environ, LISTEN_FDS="2", LISTEN_PID=str(os.getpid()))
+    env.pop("SUPERVISE_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    os.execve(sys.executable, argv + ["3", "4", "nolisten"], env)
+
+
 def supervise(addr, shape):
     global child
+    preload = activator(addr) if shape == "activate" else None
     signal.signal(signal.SIGTERM, end)
     # two listeners (the spare one is listened on again, never served)
     spare, s = socket.socket(), socket.socket()
@@ -100,7 +138,7 @@ def supervise(addr, shape):
         x.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         x.bind((addr, 0))
         x.listen(128)
-        x.set_inheritable(shape == "fork")
+        x.set_inheritable(shape in ("fork", "nolisten", "spawn"))
     argv = [sys.executable, os.path.abspath(__file__), "--serve"]
     if shape == "preexec":
         fd = s.fileno()
@@ -110,10 +148,18 @@ def supervise(addr, shape):
             os.set_inheritable(spare.fileno(), True)
         child = subprocess.Popen(argv + [str(fd), str(spare.fileno())],
                                  close_fds=False, preexec_fn=inherit).pid
+    elif shape == "spawn":
+        child = os.posix_spawn(
+            sys.executable, argv + ["40", str(spare.fileno()), "nolisten"],
+            os.environ,
+            file_actions=[(os.POSIX_SPAWN_DUP2, s.fileno(), 40),
+                          (os.POSIX_SPAWN_CLOSE, s.fileno())])
     elif shape == "reexec":
         child = 0
     else:
         child = os.fork()
+    if child == 0 and shape == "activate":
+        activated(s, spare, argv, preload)
     if child == 0:
         # the served one reaches the new image at another number (a dup,
         # the original closed): it is told by its socket, not its fd
@@ -122,13 +168,14 @@ def supervise(addr, shape):
         os.set_inheritable(spare.fileno(), True)
         if shape == "execfail":
             failed_exec()
-        os.execv(sys.executable, argv + [str(fd), str(spare.fileno())])
+        os.execv(sys.executable, argv + [str(fd), str(spare.fileno())] +
+                 (["nolisten"] if shape == "nolisten" else []))
     # the listener stays open here, never waited on
     while True:
         signal.pause()
 
 
 if sys.argv[1] == "--serve":
-    serve(int(sys.argv[2]), int(sys.argv[3]))
+    serve(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:] != ["nolisten"])
 else:
     supervise(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "fork")
