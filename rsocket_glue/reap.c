@@ -228,7 +228,7 @@ static void wait_locked(struct reap_job *j)
 	watch_locked(j);
 }
 
-int sg_reap(int rs, int cmfd, int (*close_fn)(int rs))
+static int reap(int rs, int cmfd, int (*close_fn)(int rs))
 {
 	struct reap_job *j = calloc(1, sizeof(*j));
 
@@ -262,6 +262,22 @@ int sg_reap(int rs, int cmfd, int (*close_fn)(int rs))
 	job_put_locked(j);
 	pthread_mutex_unlock(&reap_mu);
 	return 0;
+}
+
+/*
+ * With cancellation disabled: glibc acts on a cancel inside the condition
+ * wait by taking reap_mu back and unwinding with it held, and every later
+ * close of an RDMA socket in the process (and the reaper) would wait for
+ * it for good.  A close, once begun, completes, as the kernel's does.
+ */
+int sg_reap(int rs, int cmfd, int (*close_fn)(int rs))
+{
+	int cs, r;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	r = reap(rs, cmfd, close_fn);
+	pthread_setcancelstate(cs, NULL);
+	return r;
 }
 
 /* A fork child has none of its parent's threads, and the lock may have

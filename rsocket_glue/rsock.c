@@ -909,9 +909,9 @@ int sg_accept(int lrs, struct sockaddr *peer, socklen_t *len)
  * it at once -- only a starved service thread takes longer.  A connection
  * still in rdma_accept (its client's RTU not yet in) is not waited for.
  */
-#define LCLOSE_WAIT_MS 500
+#define LCLOSE_WAIT_MS 2000
 
-int sg_listen_close(int lrs)
+static int listen_close(int lrs)
 {
 	int64_t t0 = shim_now_us();
 	int qfd = sg_listen_pollfd(lrs), rs, left;
@@ -928,16 +928,30 @@ int sg_listen_close(int lrs)
 			break;
 		left = ms_left(t0, LCLOSE_WAIT_MS);
 		if (!left) {
-			shim_dbg("RDMA listener %d: a connection it accepted "
-				 "is not on its queue after %d ms: left to "
-				 "rsockets",
-				 lrs, LCLOSE_WAIT_MS);
+			shim_warn("RDMA listener %d: a connection it accepted "
+				  "is not on its queue after %d ms (a starved "
+				  "thread): its client may see its end only "
+				  "when this process exits",
+				  lrs, LCLOSE_WAIT_MS);
 			break;
 		}
 		(void)REAL(poll)(&(struct pollfd){.fd = qfd, .events = POLLIN},
 				 1, left);
 	}
 	return sg_close(lrs);
+}
+
+/* With cancellation disabled: a cancel acted on in the wait for the queue
+ * would leave the listener's rsocket, its port and the program's fd
+ * behind (the close never reaches them). */
+int sg_listen_close(int lrs)
+{
+	int cs, r;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	r = listen_close(lrs);
+	pthread_setcancelstate(cs, NULL);
+	return r;
 }
 
 /* Is the peer known to be gone (a disconnect seen now or before)? */
