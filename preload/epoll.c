@@ -1864,12 +1864,18 @@ SHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max,
 			     const struct timespec *tmo,
 			     const sigset_t *sigmask)
 {
+	struct shim_sock *set0;
 	int timeout;
 
 	if (!REAL(epoll_pwait2)) {
 		errno = ENOSYS;
 		return -1;
 	}
+	/* a kernel epoll fd: the kernel checks the timeout itself */
+	set0 = shim_fd_get(epfd);
+	if (likely(!set0 || !shim_kind_is(set0, SHIM_KF_EPSET) ||
+		   shim_in_lib()))
+		return REAL(epoll_pwait2)(epfd, evs, max, tmo, sigmask);
 	if (unlikely(!shim_ts_valid(tmo))) {
 		errno = EINVAL; /* the kernel's first check, before epfd's */
 		return -1;

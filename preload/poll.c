@@ -568,17 +568,20 @@ SHIM_EXPORT int select(int nfds, fd_set *__restrict r, fd_set *__restrict w,
 	if (likely(!rdma_in_use()))
 		return REAL(select)(nfds, r, w, e, tmo);
 	if (tmo) {
-		/* glibc's select: negative parts are EINVAL, a microsecond
-		 * count of a second or more carries into the seconds (as
-		 * the old select system call did) */
-		if (tmo->tv_sec < 0 || tmo->tv_usec < 0) {
+		/* glibc's select: the microseconds taken as 32 bits,
+		 * negative parts are EINVAL, a microsecond count of a second
+		 * or more carries into the seconds (as the old select system
+		 * call did) */
+		int32_t us = (int32_t)tmo->tv_usec;
+
+		if (tmo->tv_sec < 0 || us < 0) {
 			errno = EINVAL;
 			return -1;
 		}
-		ts.tv_sec = tmo->tv_usec / 1000000 > LONG_MAX - tmo->tv_sec
+		ts.tv_sec = us / 1000000 > LONG_MAX - tmo->tv_sec
 				? LONG_MAX
-				: tmo->tv_sec + tmo->tv_usec / 1000000;
-		ts.tv_nsec = (tmo->tv_usec % 1000000) * 1000L;
+				: tmo->tv_sec + us / 1000000;
+		ts.tv_nsec = (us % 1000000) * 1000L;
 		t0 = shim_now_us();
 	}
 	ret = select_slow(nfds, r, w, e, tmo ? &ts : NULL, NULL, &handled);
