@@ -1280,8 +1280,7 @@ static __attribute__((noinline)) int names_slow(int fd, struct shim_sock *s,
 			    : getsockname(fd, addr, len);
 	/* the kernel's inet_getname: no peer once the connection is closed
 	 * (both FINs in, or a reset), before it looks at the arguments */
-	if (peer && shim_kind_is(s, SHIM_KF_CONN) &&
-	    shim_rdma_tcp_state(s) == TCP_CLOSE) {
+	if (peer && shim_kind_is(s, SHIM_KF_CONN) && shim_rdma_closed(s)) {
 		shim_sock_put(s);
 		errno = ENOTCONN;
 		return -1;

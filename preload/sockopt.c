@@ -25,6 +25,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #ifndef TCP_INQ
 #define TCP_INQ 36
@@ -470,7 +471,7 @@ static bool peer_ended(struct shim_sock *s)
  * the peer's FIN is in too (its TIME_WAIT, or LAST_ACK acknowledged, leaves
  * the program's socket CLOSE); the peer's alone is CLOSE_WAIT.
  */
-unsigned char shim_rdma_tcp_state(struct shim_sock *s)
+static unsigned char rdma_tcp_state(struct shim_sock *s)
 {
 	bool peer;
 
@@ -483,6 +484,16 @@ unsigned char shim_rdma_tcp_state(struct shim_sock *s)
 	return peer ? TCP_CLOSE_WAIT : TCP_ESTABLISHED;
 }
 
+/* Is RDMA connection s CLOSE?  Cheaply first: one neither reset, failed
+ * nor shut for writing can't be, and needs no look at the rsocket. */
+bool shim_rdma_closed(struct shim_sock *s)
+{
+	if (!s->wr_shut && !__atomic_load_n(&s->reset, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&s->tfail, __ATOMIC_ACQUIRE))
+		return false;
+	return rdma_tcp_state(s) == TCP_CLOSE;
+}
+
 /*
  * TCP_INFO of an RDMA connection: the kernel socket's answer (its length
  * rules: a short optlen gets a prefix, as tcp_get_info's copy), with the
@@ -492,7 +503,7 @@ unsigned char shim_rdma_tcp_state(struct shim_sock *s)
  */
 static int tcp_info_rdma(int fd, struct shim_sock *s, void *val, socklen_t *len)
 {
-	unsigned char st = shim_rdma_tcp_state(s);
+	unsigned char st = rdma_tcp_state(s);
 
 	if (REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, val, len) < 0)
 		return -errno;
@@ -508,16 +519,27 @@ static int tcp_info_rdma(int fd, struct shim_sock *s, void *val, socklen_t *len)
  */
 static int peername_opt(struct shim_sock *s, void *val, socklen_t *len)
 {
-	int want;
+	/* the program's memory read and written as the kernel does: an
+	 * unmapped (or read-only) address is EFAULT, not a fault here */
+	socklen_t want;
+	struct iovec k = {&want, sizeof(want)}, u = {len, sizeof(*len)};
+	ssize_t n = process_vm_readv(getpid(), &k, 1, &u, 1, 0);
 
-	if (shim_bad_ptr(len))
+	if (n < 0 && errno != EFAULT)
+		want = *len; /* no such call here (seccomp): plainly */
+	else if (n != (ssize_t)sizeof(want))
 		return -EFAULT;
-	want = (int)*len;
-	if (want < 0 || (socklen_t)want > s->peer_len)
+	if ((int)want < 0 || want > s->peer_len)
 		return -EINVAL;
-	if (want && shim_bad_ptr(val))
+	if (!want)
+		return 0;
+	k = (struct iovec){&s->peer, want};
+	u = (struct iovec){val, want};
+	n = process_vm_writev(getpid(), &k, 1, &u, 1, 0);
+	if (n < 0 && errno != EFAULT)
+		memcpy(val, &s->peer, want);
+	else if (n != (ssize_t)want)
 		return -EFAULT;
-	memcpy(val, &s->peer, (size_t)want);
 	return 0;
 }
 

@@ -17,8 +17,8 @@ void shim_sock_ka_load(struct shim_sock *s, int fd);
 /* The protection the kernel shows on socket fd (a device binding, a
  * classic filter), or NULL: one set before the shim saw the socket. */
 const char *shim_kernel_guard(int fd);
-/* The tcpi_state the kernel would show for RDMA connection s (TCP_CLOSE
- * once reset, or shut for writing both ways with the peer's FIN read). */
-unsigned char shim_rdma_tcp_state(struct shim_sock *s);
 
+/* Is RDMA connection s closed (that state), without a look at its rsocket
+ * unless it was reset, failed or shut for writing? */
+bool shim_rdma_closed(struct shim_sock *s);
 #endif

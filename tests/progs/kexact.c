@@ -3372,21 +3372,26 @@ static void case_select_badf(void)
 	struct timeval tv = {0, 300000};
 	struct pair p;
 	char n[24];
+	int64_t t0;
 	fd_set rs;
 	int bad;
 	long r;
 
 	if (mkpair(&p))
 		return;
-	bad = dup(p.s);
+	/* the highest number select takes: no fd the shim's threads open
+	 * (lowest free numbers) can take it between the close and the call */
+	bad = dup2(p.s, FD_SETSIZE - 1);
 	close(bad);
 	FD_ZERO(&rs);
 	FD_SET(p.s, &rs);
 	FD_SET(bad, &rs);
+	t0 = tl_now_ms();
 	r = select(bad + 1, &rs, NULL, NULL, &tv);
 	say("select(IN: a connection, nothing queued; a closed fd above it) "
-	    "-> %s, the connection's bit %s, the closed fd's %s",
-	    rstr(r, n, sizeof(n)), FD_ISSET(p.s, &rs) ? "kept" : "cleared",
+	    "-> %s %s, the connection's bit %s, the closed fd's %s",
+	    rstr(r, n, sizeof(n)), dur(tl_now_ms() - t0),
+	    FD_ISSET(p.s, &rs) ? "kept" : "cleared",
 	    FD_ISSET(bad, &rs) ? "kept" : "cleared");
 	unpair(&p);
 }
@@ -3432,8 +3437,11 @@ static void peername_opt_say(const char *what, int fd, int other, int len)
 
 static void case_peername_opt(void)
 {
+	struct sockaddr_in sin;
 	struct pair p;
+	socklen_t l;
 	char buf[4];
+	int r;
 
 	if (mkpair(&p))
 		return;
@@ -3442,6 +3450,14 @@ static void case_peername_opt(void)
 	peername_opt_say("client", p.c, p.s, 4);
 	peername_opt_say("client", p.c, p.s,
 			 (int)sizeof(struct sockaddr_storage));
+	/* unmapped buffers: EFAULT, as the kernel's copies say */
+	l = sizeof(sin);
+	r = getsockopt(p.c, SOL_SOCKET, SO_PEERNAME, unmapped, &l);
+	say("client SO_PEERNAME into an unmapped address -> %s",
+	    r ? tl_en(errno) : "ok");
+	r = getsockopt(p.c, SOL_SOCKET, SO_PEERNAME, &sin, unmapped);
+	say("client SO_PEERNAME with an unmapped length -> %s",
+	    r ? tl_en(errno) : "ok");
 	shutdown(p.c, SHUT_WR);
 	recv(p.s, buf, sizeof(buf), 0);
 	shutdown(p.s, SHUT_WR);
