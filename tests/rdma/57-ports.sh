@@ -297,7 +297,7 @@ setpriv --reuid=nobody --regid=nogroup --clear-groups env \
 apid=$!
 PIDS+=("$apid")
 # its RDMA listener is opened (or refused) at its first wait
-wait_for "$d/attacker" '^waiting' 20
+wait_for "$d/attacker" 'listening on TCP and RDMA|\(the twin of TCP port' 20
 if [ "$stay" = 0 ]; then
 	kill "$apid" 2>/dev/null || true
 	wait "$apid" 2>/dev/null || true
