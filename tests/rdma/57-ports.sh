@@ -316,7 +316,7 @@ if [ "$stay" = 0 ]; then
 	return
 fi
 rc=0
-env LD_PRELOAD="$PRELOAD" timeout 60 "$XFER" client "$IP0" "$P" --size 256K \
+env $S timeout 60 "$XFER" client "$IP0" "$P" --size 256K \
 	--bind "$IP1" >"$d/client" 2>&1 || rc=$?
 # a squatter that listens ends with the client's connection; else it waits
 ! grep -q 'listening on TCP and RDMA' "$d/attacker" || waitb "$apid" 10 || true
