@@ -228,7 +228,7 @@ static void twin_reserve(struct shim_sock *s, const struct sockaddr *laddr,
 	if (s->twin)
 		return; /* listen() again: the one from the first (or from
 			 * before an exec: handover.c, twins_import) */
-	r = sg_twin_reserve(laddr, alen, &fd, &s->twin_id);
+	r = sg_twin_reserve(laddr, alen, false, &fd, &s->twin_id);
 	if (r < 0) {
 		/* taken already (door_taken will name the holder), or no
 		 * rdma_cm here: the door opens as it would without */
@@ -247,14 +247,17 @@ static void twin_drop(struct shim_sock *s)
 	}
 }
 
-/* The rsocket listener for s, or -errno. */
-static int door_make(struct shim_sock *s)
+/* The rsocket listener for s, or -errno; *blocked: its listen was refused
+ * with the port kept reserved (sg_listen). */
+static int door_make(struct shim_sock *s, bool *blocked)
 {
 	struct sockaddr_storage laddr;
+	struct sg_twin twin = {.fd = s->twin - 1, .id = s->twin_id};
 	struct sg_sockopts o;
 	socklen_t alen;
 	int r, lrs, cap;
 
+	*blocked = false;
 	r = door_addr(s, &laddr, &alen);
 	if (r < 0)
 		return r;
@@ -271,10 +274,15 @@ static int door_make(struct shim_sock *s)
 	o = shim_sock_opts(s); /* buffers; keepalive's ACK timeout */
 	/* P, for ERDMA_SHIM_ACCEPT_FROM's port rules: the program's port,
 	 * not the twin laddr now names */
-	lrs = sg_listen((struct sockaddr *)&laddr, alen, s->backlog, &o,
-			s->twin - 1, s->twin_id,
+	lrs = sg_listen((struct sockaddr *)&laddr, alen, s->backlog, &o, &twin,
 			shim_addr_port((struct sockaddr *)&s->local));
-	twin_drop(s); /* let go of at the bind, or no door here */
+	twin_drop(s); /* handed over at the bind, or no door here */
+	if (twin.fd >= 0) {
+		/* refused its listen: the port stays reserved, for good */
+		s->twin = twin.fd + 1;
+		s->twin_id = twin.id;
+		*blocked = true;
+	}
 	if (lrs < 0)
 		__atomic_sub_fetch(&shim_live_listeners, 1, __ATOMIC_RELAXED);
 	return lrs;
@@ -389,11 +397,43 @@ static void door_taken(struct shim_sock *s)
 		  rport, port, who, port);
 }
 
+/*
+ * The door was bound but could not listen (sg_listen): another id is bound
+ * on its port -- another user's, bound in the moment the reservation gave
+ * way to the door (rsocket_glue/twin.c) -- or, on iWARP, its kernel TCP
+ * port is taken.  Nobody listens there, and the port stays reserved while
+ * this listener lives, so nobody can: the port's RDMA clients fall back to
+ * TCP.  A warning in every mode, naming the holder when it can be seen (an
+ * id bound to a wildcard address is on no device, and not in the kernel's
+ * dump).
+ */
+static void door_blocked(struct shim_sock *s)
+{
+	uint16_t port = shim_addr_port((struct sockaddr *)&s->local);
+	uint16_t rport = shim_rdma_port(port);
+	char who[128];
+
+	if (door_holder_ours(s, rport, who, sizeof(who)))
+		snprintf(who, sizeof(who),
+			 "a holder this process can't name (this listener's "
+			 "own, a wildcard id, or a TCP socket)");
+	shim_warn("fd %d: %sRDMA port %u (the twin of TCP port %u) is bound "
+		  "by %s as its RDMA listener opened: no RDMA listener here; "
+		  "the port stays reserved while this listener lives, so "
+		  "nobody listens there and RDMA clients of port %u fall back "
+		  "to TCP",
+		  s->lfd,
+		  shim_cfg.mode == SHIM_MODE_REQUIRE ? "RDMA required but "
+						     : "",
+		  rport, port, who, port);
+}
+
 static void door_shut(int lrs);
 
 void shim_listen_door_slow(struct shim_sock *s)
 {
 	int none = SHIM_DOOR_NONE, opening = SHIM_DOOR_OPENING, lrs;
+	bool blocked;
 
 	if (!__atomic_compare_exchange_n(&s->door, &none, SHIM_DOOR_OPENING,
 					 false, __ATOMIC_SEQ_CST,
@@ -405,11 +445,13 @@ void shim_listen_door_slow(struct shim_sock *s)
 			nanosleep(&(struct timespec){0, 1000000}, NULL);
 		return;
 	}
-	lrs = door_make(s);
+	lrs = door_make(s, &blocked);
 	if (lrs < 0) {
 		__atomic_store_n(&s->door, SHIM_DOOR_SHUT, __ATOMIC_RELEASE);
 		/* EADDRINUSE: whose the port's door is (door_taken) */
-		if (lrs == -EADDRINUSE)
+		if (blocked)
+			door_blocked(s);
+		else if (lrs == -EADDRINUSE)
 			door_taken(s);
 		else if (shim_cfg.mode == SHIM_MODE_REQUIRE)
 			shim_warn(

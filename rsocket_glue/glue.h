@@ -75,25 +75,39 @@ int sg_connect(const struct sockaddr *dst, socklen_t len,
 	       const struct sg_sockopts *bufs);
 
 /* Server: an rsocket listening on addr (port already offset); non-blocking.
- * Accepted rsockets inherit its buffer sizes.  twin_fd >= 0: the port's
- * reservation (twin.c), let go of just before the bind.  tcp_port: the
- * program's port P (host order), the one ERDMA_SHIM_ACCEPT_FROM's rules
- * name: a request from a client no rule lets in is refused (rdma_accept). */
+ * Accepted rsockets inherit its buffer sizes.  twin->fd >= 0: the port's
+ * reservation (twin.c), handed over to the rsocket at its bind with no
+ * moment the port is free.  On return twin->fd is -1, or, when the rsocket
+ * was bound but another id bound on its port kept it from listening
+ * (-EADDRINUSE, -EADDRNOTAVAIL), a new reservation (its file and id, made
+ * before the rsocket let go of the port): the caller keeps it for the
+ * listener's life.  tcp_port: the program's port P (host order), the one
+ * ERDMA_SHIM_ACCEPT_FROM's rules name: a request from a client no rule
+ * lets in is refused (rdma_accept). */
+struct sg_twin {
+	int fd; /* -1: none */
+	uint32_t id;
+};
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
-	      const struct sg_sockopts *bufs, int twin_fd, uint32_t twin_id,
+	      const struct sg_sockopts *bufs, struct sg_twin *twin,
 	      uint16_t tcp_port);
 
 /*
  * twin.c: the door's port reserved from listen() until the door opens.
- * sg_twin_reserve: an rdma_cm id bound to addr (the door's address), on a
- * close-on-exec file of its own: 0 and *fd, *id, or -errno.  sg_twin_free:
- * the id taken from that file (any process that has it: a fork copy will
- * do) and destroyed; -ENOENT if a sibling took it first.  sg_twin_close:
- * this process's copy of the file closed (the id goes with the last one).
+ * sg_twin_reserve: an rdma_cm id bound to addr (the door's address), with
+ * SO_REUSEADDR if reuse, on a close-on-exec file of its own: 0 and *fd,
+ * *id, or -errno.  sg_twin_hold: the id taken from that file (any process
+ * that has it: a fork copy will do) into a new file of this process's,
+ * still bound, with SO_REUSEADDR now (so that the door binds beside it):
+ * that file, or -errno (-ENOENT, -EINVAL: a sibling took it first; it is
+ * not held then).  sg_twin_let_go: the held id destroyed and its file
+ * closed.  sg_twin_close: this process's copy of the file closed (the id
+ * goes with the last one).
  */
-int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, int *fd,
-		    uint32_t *id);
-int sg_twin_free(int fd, uint32_t id);
+int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, bool reuse,
+		    int *fd, uint32_t *id);
+int sg_twin_hold(int fd, uint32_t id);
+int sg_twin_let_go(int mine, uint32_t id);
 void sg_twin_close(int fd);
 /* Across exec (preload/handover.c): sg_twin_pass, just before an exec
  * that keeps the listener (maybe in a vfork child: no allocation, no
@@ -101,7 +115,7 @@ void sg_twin_close(int fd);
  * -ENOENT if fd is not the reservation's any more).  sg_twin_take,
  * at an image's start: fd, a number the environment named, is a
  * reservation's file (rdma_cm's, marked): made close-on-exec again and
- * known to sg_twin_free and sg_twin_close; 0, or -errno and fd is left
+ * known to sg_twin_hold and sg_twin_close; 0, or -errno and fd is left
  * alone. */
 int sg_twin_pass(int fd);
 int sg_twin_take(int fd);

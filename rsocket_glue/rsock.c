@@ -822,12 +822,39 @@ static void listen_unlock(int fd)
 	sg_listen_unlock(fd, &listen_lock_held);
 }
 
+/*
+ * The door was bound but rdma_cm refused its listen: another id is bound
+ * on an overlapping address (one with SO_REUSEADDR that bound while the
+ * reservation gave way to the door: twin.c), or on iWARP the port's kernel
+ * TCP port is taken.  Nobody listens there then, and nobody can while an
+ * id of ours stays bound: a new reservation is made next to the door
+ * before the door is closed, and kept (twin->fd) for the listener's life.
+ */
+static void listen_refused(const struct sockaddr *addr, socklen_t len, int r,
+			   struct sg_twin *twin)
+{
+	int k;
+
+	if (r != -EADDRINUSE && r != -EADDRNOTAVAIL)
+		return;
+	k = sg_twin_reserve(addr, len, true, &twin->fd, &twin->id);
+	if (k < 0) {
+		twin->fd = -1;
+		shim_warn("RDMA port %u: its RDMA listener could not listen "
+			  "(%s) and the port could not be kept reserved (%s): "
+			  "another user may listen there",
+			  shim_addr_port(addr), strerror(-r), strerror(-k));
+	}
+}
+
 int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
-	      const struct sg_sockopts *bufs, int twin_fd, uint32_t twin_id,
+	      const struct sg_sockopts *bufs, struct sg_twin *twin,
 	      uint16_t tcp_port)
 {
-	int rs, r, one = 1, qfd = -1, lk = -1;
+	int rs, r, one = 1, qfd = -1, lk = -1, held = -1, twin_fd = twin->fd;
+	uint32_t twin_id = twin->id;
 
+	twin->fd = -1; /* from here on: a new reservation, if one is made */
 	__atomic_store_n(&lib_used, true, __ATOMIC_RELEASE);
 	rs = (int)LIB_CALL(rsocket(addr->sa_family, SOCK_STREAM, 0));
 	if (rs < 0)
@@ -847,11 +874,14 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 					      &one, sizeof(one)));
 	if (r == 0) {
 		lk = listen_lock();
-		/* the reservation goes just before the bind: the rsocket's
-		 * id is made, nothing else runs between (twin.c) */
+		/* the reservation stays bound, with SO_REUSEADDR now, until
+		 * the door is bound beside it; then it goes, and the door
+		 * listens: the port is never free in between (twin.c) */
 		if (twin_fd >= 0)
-			(void)sg_twin_free(twin_fd, twin_id);
+			held = sg_twin_hold(twin_fd, twin_id);
 		r = (int)LIB_CALL(rbind(rs, addr, len));
+		if (held >= 0)
+			(void)sg_twin_let_go(held, twin_id);
 	}
 	if (r == 0) {
 		/* before rlisten: its service thread may accept at once */
@@ -869,6 +899,8 @@ int sg_listen(const struct sockaddr *addr, socklen_t len, int backlog,
 		if (r == 0)
 			listening[rs] = 1; /* even if we close it below */
 		pthread_mutex_unlock(&svc_mu);
+		if (r < 0)
+			listen_refused(addr, len, r, twin);
 	}
 	if (lk >= 0)
 		listen_unlock(lk);

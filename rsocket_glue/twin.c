@@ -5,8 +5,19 @@
  * preload/socket.c), and until then another user could bind the door's
  * rdma_cm port and receive the port's RDMA clients.  So listen() binds an
  * rdma_cm id to the door's address at once, without listening, and the
- * door's opener lets go of it just before binding the door (sg_listen,
- * under the listen lock).
+ * door's opener hands the port over to the door (sg_listen, under the
+ * listen lock) with no moment in which it is free: the id is given
+ * SO_REUSEADDR (sg_twin_hold), the door (SO_REUSEADDR too) is bound next to
+ * it, and only then the id is destroyed (sg_twin_let_go) and the door
+ * listens.  rdma_cm (cma.c, cma_check_port and rdma_listen) lets an id with
+ * SO_REUSEADDR bind beside ids that all have it, and lets an id listen only
+ * when no other id is bound on an overlapping address, clearing its
+ * SO_REUSEADDR as it does: so an id that another user binds in between (it
+ * must have SO_REUSEADDR to bind at all) can never listen while the door's
+ * id is there, and the door's listen fails instead.  sg_listen then keeps
+ * the port with a new reservation (sg_twin_reserve with reuse: bound next
+ * to the others, it still keeps every other id from listening) for the
+ * listener's life, and the listener serves TCP.
  *
  * The id is made through the kernel's rdma_cm interface directly (not
  * librdmacm: a fork child of a process that used librdmacm gets no RDMA,
@@ -21,7 +32,8 @@
  * that dropped privileges has others): so the opener moves the id into a
  * file of its own (RDMA_USER_CM_CMD_MIGRATE_ID, which only needs the old
  * file's fd) and destroys it there.  Of several prefork siblings the first
- * takes it; the others find it gone (ENOENT) and the door taken, as before.
+ * takes it; the others find it gone (ENOENT) and the door taken, as before
+ * (a listening id has no SO_REUSEADDR left: their doors' binds fail).
  * The file is close-on-exec, except in a process whose listener goes
  * across the exec it is making (sg_twin_pass, from preload/exec.c): the
  * new image takes the file back (sg_twin_take) and its start-up's taking
@@ -61,6 +73,7 @@ static int ucma_cmd(int fd, unsigned int cmd, const void *in, size_t in_len,
 			struct rdma_ucm_bind bind;
 			struct rdma_ucm_destroy_id destroy;
 			struct rdma_ucm_migrate_id migrate;
+			struct rdma_ucm_set_option opt;
 		} u;
 	} msg;
 
@@ -109,8 +122,22 @@ static bool twin_file(int fd)
 	       sb.st_rdev == __atomic_load_n(&ucma_rdev, __ATOMIC_RELAXED);
 }
 
-int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, int *fdp,
-		    uint32_t *idp)
+/* SO_REUSEADDR on the id in fd: 0 or -errno.  rdma_cm takes it on an id
+ * that is bound and not listening (rdma_set_reuseaddr). */
+static int ucma_reuse(int fd, uint32_t id)
+{
+	int one = 1;
+	struct rdma_ucm_set_option o = {.optval = (uintptr_t)&one,
+					.id = id,
+					.level = RDMA_OPTION_ID,
+					.optname = RDMA_OPTION_ID_REUSEADDR,
+					.optlen = sizeof(one)};
+
+	return ucma_cmd(fd, RDMA_USER_CM_CMD_SET_OPTION, &o, sizeof(o), 0);
+}
+
+int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, bool reuse,
+		    int *fdp, uint32_t *idp)
 {
 	struct rdma_ucm_create_id_resp cresp = {0};
 	struct rdma_ucm_create_id c = {
@@ -128,6 +155,8 @@ int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, int *fdp,
 	if (r == 0)
 		r = ucma_cmd(fd, RDMA_USER_CM_CMD_CREATE_ID, &c, sizeof(c),
 			     sizeof(cresp));
+	if (r == 0 && reuse)
+		r = ucma_reuse(fd, cresp.id);
 	if (r == 0) {
 		b.id = cresp.id;
 		b.addr_size = addr->sa_family == AF_INET
@@ -145,14 +174,27 @@ int sg_twin_reserve(const struct sockaddr *addr, socklen_t len, int *fdp,
 	return 0;
 }
 
-int sg_twin_free(int fd, uint32_t id)
+int sg_twin_let_go(int mine, uint32_t id)
 {
-	struct rdma_ucm_migrate_resp mresp = {0};
 	struct rdma_ucm_destroy_id_resp dresp = {0};
-	struct rdma_ucm_migrate_id m = {
-	    .response = (uintptr_t)&mresp, .id = id, .fd = (uint32_t)fd};
 	struct rdma_ucm_destroy_id d = {.response = (uintptr_t)&dresp,
 					.id = id};
+	int r;
+
+	r = ucma_cmd(mine, RDMA_USER_CM_CMD_DESTROY_ID, &d, sizeof(d),
+		     sizeof(dresp));
+	/* and a destroy that failed: the id goes with this file, which no
+	 * other process has (close-on-exec; a fork just now may have
+	 * copied it, then it goes with that child's copy) */
+	REAL(close)(mine);
+	return r;
+}
+
+int sg_twin_hold(int fd, uint32_t id)
+{
+	struct rdma_ucm_migrate_resp mresp = {0};
+	struct rdma_ucm_migrate_id m = {
+	    .response = (uintptr_t)&mresp, .id = id, .fd = (uint32_t)fd};
 	int mine, r;
 
 	if (!twin_file(fd))
@@ -164,14 +206,21 @@ int sg_twin_free(int fd, uint32_t id)
 	 * took it first, or it went with its file */
 	r = ucma_cmd(mine, RDMA_USER_CM_CMD_MIGRATE_ID, &m, sizeof(m),
 		     sizeof(mresp));
-	if (r == 0)
-		r = ucma_cmd(mine, RDMA_USER_CM_CMD_DESTROY_ID, &d, sizeof(d),
-			     sizeof(dresp));
-	/* and a destroy that failed: the id goes with this file, which no
-	 * other process has (close-on-exec; a fork just now may have
-	 * copied it, then it goes with that child's copy) */
-	REAL(close)(mine);
-	return r;
+	if (r < 0) {
+		REAL(close)(mine);
+		return r;
+	}
+	r = ucma_reuse(mine, id);
+	if (r < 0) {
+		/* a kernel that refuses it: the door's bind would fail on
+		 * the id, so it goes first, as before this was done */
+		shim_dbg("RDMA port reservation: SO_REUSEADDR refused (%s): "
+			 "let go of before the RDMA listener's bind",
+			 strerror(-r));
+		(void)sg_twin_let_go(mine, id);
+		return r;
+	}
+	return mine;
 }
 
 void sg_twin_close(int fd)

@@ -30,6 +30,15 @@
 #             reservation made at listen()); once root's server waits, a
 #             shimmed client is served over RDMA (QPs on both ends, every
 #             byte checked) and the squatter accepted nothing.
+#   window    the moment the RDMA listener opens, when the reservation goes
+#             (tests/inject/twinwin.so holds root's server there: the
+#             reservation just destroyed): user nobody, as in lazy, opens
+#             its RDMA listener on root's port in that moment.  It must not
+#             get to listen; root's server, let go, warns naming it and
+#             serves a shimmed client over TCP (every byte checked), and the
+#             squatter's catch is 0.  The same with a squatter that gave up
+#             (exited) before root's server went on: root's server serves a
+#             client under ERDMA_SHIM=require over RDMA.
 #   accept    ERDMA_SHIM_ACCEPT_FROM on the server: a policy that leaves out
 #             the client's address refuses its RDMA requests (one warning
 #             naming the address, the next at debug), its connections
@@ -268,6 +277,73 @@ wait "$apid" 2>/dev/null || true
 echo "PASS root's server then serves a shimmed client over RDMA (QPs $q), every byte checked; the squatter accepted nothing"
 }
 
+# window_run NAME STAY: root's server held in the moment its port's
+# reservation is destroyed (twinwin.so), user nobody's shimmed server
+# opening its RDMA listener on root's port then; STAY=0: the squatter exits
+# before root's server goes on.
+window_run() {
+local name=$1 stay=$2 A P d spid apid took
+A=$(free_port) P=$((A + 1))
+d=$WORK/$name
+mkdir -p "$d"
+mkfifo "$d/go"
+bg "$d/server" env $S LD_PRELOAD="$PRELOAD:$ROOT/build/tests/inject/twinwin.so" \
+	ERDMA_INJECT_TWIN_DIR="$d" timeout 60 "$XFER" server "$IP0" "$P" --conns 1
+spid=$BG_PID
+wait_for "$d/paused" '^paused' 20
+setpriv --reuid=nobody --regid=nogroup --clear-groups env \
+	LD_PRELOAD="$PRELOAD" ERDMA_SHIM_LOG=debug ERDMA_SHIM_PORT_OFFSET=$off \
+	timeout 60 "$XFER" server "$IP0" "$A" --conns 1 >"$d/attacker" 2>&1 &
+apid=$!
+PIDS+=("$apid")
+# its RDMA listener is opened (or refused) at its first wait
+wait_for "$d/attacker" 'listening on TCP and RDMA|\(the twin of TCP port' 20
+if [ "$stay" = 0 ]; then
+	kill "$apid" 2>/dev/null || true
+	wait "$apid" 2>/dev/null || true
+fi
+timeout 10 sh -c "echo go >'$d/go'" || fail "$name: root's server was not held"
+wait_for "$d/server" 'listening on TCP and RDMA|RDMA port [0-9]+ \(the twin' 20
+if [ "$stay" = 0 ]; then
+	grep -q 'listening on TCP and RDMA' "$d/server" ||
+		fail "$name: the squatter gone, root's server has no RDMA listener: $(grep erdma "$d/server" | tail -n 3)"
+	env LD_PRELOAD="$PRELOAD" ERDMA_SHIM=require timeout 60 "$XFER" client "$IP0" "$P" \
+		--size 256K --bind "$IP1" >"$d/client" 2>&1 ||
+		fail "$name: client under require: $(cat "$d/client")"
+	grep -q ' 0 mismatched' "$d/client" || fail "$name: client: $(cat "$d/client")"
+	waitb "$spid" 30 || fail "$name: root's server: $(cat "$d/server")"
+	echo "PASS a squatter that gave up in the window: root's server then serves a client under require over RDMA, every byte checked"
+	return
+fi
+rc=0
+env $S timeout 60 "$XFER" client "$IP0" "$P" --size 256K \
+	--bind "$IP1" >"$d/client" 2>&1 || rc=$?
+# a squatter that listens ends with the client's connection; else it waits
+! grep -q 'listening on TCP and RDMA' "$d/attacker" || waitb "$apid" 10 || true
+kill "$apid" 2>/dev/null || true
+wait "$apid" 2>/dev/null || true
+took=$(grep -c '^server: 1 connections' "$d/attacker" || true)
+[ "$took" = 0 ] ||
+	fail "$name: user nobody took root's RDMA port $P in the moment its RDMA listener opened and caught $took shimmed client ($(grep -cm1 'listening on TCP and RDMA' "$d/attacker") RDMA listener; client exit $rc)"
+! grep -q 'listening on TCP and RDMA' "$d/attacker" ||
+	fail "$name: user nobody listened on root's RDMA port $P"
+grep -qE "RDMA port $((A + off)) \\(the twin of TCP port $A\\) is (held|bound) by pid [0-9]+ \\(uid 0\\)" "$d/attacker" ||
+	fail "$name: the squatter's failure names no holder: $(grep erdma "$d/attacker" | tail -n 3)"
+grep -qE "warn: fd [0-9]+: RDMA port $((P + off - 1)) \\(the twin of TCP port $P\\) is (held|bound) by pid [0-9]+ \\(uid 65534\\)" "$d/server" ||
+	fail "$name: root's server does not name the squatter: $(grep erdma "$d/server" | tail -n 3)"
+[ "$rc" = 0 ] && grep -q ' 0 mismatched' "$d/client" || fail "$name: client (exit $rc): $(cat "$d/client")"
+grep -q 'TCP (rsocket connect failed' "$d/client" || fail "$name: the client was not on TCP: $(cat "$d/client")"
+waitb "$spid" 30 || fail "$name: root's server: $(cat "$d/server")"
+grep -q '^server: 1 connections.* 0 mismatched' "$d/server" || fail "$name: root's server served nothing"
+echo "PASS user nobody in the moment root's RDMA listener opened: it could not listen ($(grep -o 'is [a-z]* by pid [0-9]* (uid 0)' "$d/attacker" | head -n 1)); root's server warns ($(grep -o 'is [a-z]* by pid [0-9]* (uid 65534)' "$d/server" | head -n 1)) and serves the shimmed client over TCP, every byte checked; the squatter caught 0"
+}
+
+part_window() {
+[ -f "$ROOT/build/tests/inject/twinwin.so" ] || fail "tests/inject/twinwin.so is not built"
+window_run window 1
+window_run window-gone 0
+}
+
 part_accept() {
 # Left out: the policy names the server's own address only.  The client
 # has no negative cache, so both of its connections ask over RDMA.
@@ -327,8 +403,8 @@ echo "PASS ACCEPT_FROM=$IP0/32, ERDMA_SHIM=require client from $IP1: connect ref
 }
 
 fails=0
-for part in guard backlog twin lazy accept; do
+for part in ${PARTS:-guard backlog twin lazy window accept}; do
 	(part_$part) || { echo "FAIL part $part"; fails=$((fails + 1)); }
 done
 [ "$fails" = 0 ] || exit 1
-echo "RESULT: guard (3 ways and require), backlog, the twin port and its reservation, the server's ACCEPT_FROM policy behave as specified"
+echo "RESULT: guard (3 ways and require), backlog, the twin port and its reservation (from listen() through the RDMA listener's opening), the server's ACCEPT_FROM policy behave as specified"
