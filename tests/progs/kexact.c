@@ -3210,6 +3210,30 @@ static void recv_late(const char *what, int fd, int other)
 		recv(fd, &c, 1, MSG_DONTWAIT);
 }
 
+/* ls, with the options a case set on it, listens on the test's address;
+ * a client connects (*c) and ls accepts it (*s): 0, or -1 (said). */
+static int accepted_from(int ls, int *c, int *s)
+{
+	struct sockaddr_in la = laddr;
+	struct pollfd pf = {.fd = ls, .events = POLLIN};
+	socklen_t al = sizeof(la);
+
+	la.sin_port = 0;
+	if (bind(ls, (struct sockaddr *)&la, sizeof(la)) < 0 ||
+	    listen(ls, 4) < 0 ||
+	    getsockname(ls, (struct sockaddr *)&la, &al) < 0 ||
+	    (*c = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(*c, (struct sockaddr *)&la, sizeof(la)) < 0) {
+		say("listener: %s", tl_en(errno));
+		return -1;
+	}
+	if (poll(&pf, 1, 10000) != 1 || (*s = accept(ls, NULL, NULL)) < 0) {
+		say("accept: %s", tl_en(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* review4: an accepted socket has its listener's SO_RCVTIMEO and
  * SO_SNDTIMEO (sk_clone_lock copies the sock); SO_RCVTIMEO_NEW (the
  * 64-bit form, 66) sets the same timeout as SO_RCVTIMEO. */
@@ -3217,9 +3241,7 @@ static void case_timeo_inherit(void)
 {
 	struct timeval tv = {0, 300000}, rd;
 	int64_t tnew[2] = {0, 300000};
-	struct sockaddr_in la = laddr;
-	socklen_t al = sizeof(la), l = sizeof(rd);
-	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	socklen_t l = sizeof(rd);
 	struct pair p;
 	char n[24];
 	int ls, c = -1, s = -1;
@@ -3234,22 +3256,10 @@ static void case_timeo_inherit(void)
 	unpair(&p);
 
 	ls = socket(AF_INET, SOCK_STREAM, 0);
-	la.sin_port = 0;
 	setsockopt(ls, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(ls, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (bind(ls, (struct sockaddr *)&la, sizeof(la)) < 0 ||
-	    listen(ls, 4) < 0 ||
-	    getsockname(ls, (struct sockaddr *)&la, &al) < 0 ||
-	    (c = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
-	    connect(c, (struct sockaddr *)&la, sizeof(la)) < 0) {
-		say("listener: %s", tl_en(errno));
+	if (accepted_from(ls, &c, &s) < 0)
 		goto out;
-	}
-	pf.fd = ls;
-	if (poll(&pf, 1, 10000) != 1 || (s = accept(ls, NULL, NULL)) < 0) {
-		say("accept: %s", tl_en(errno));
-		goto out;
-	}
 	memset(&rd, 0, sizeof(rd));
 	getsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &rd, &l);
 	say("listener with SO_RCVTIMEO/SO_SNDTIMEO 0.3 s: accepted socket's "
@@ -3322,31 +3332,17 @@ static int opt_int(int fd, int level, int name)
  * SO_OOBINLINE and IP_TOS its listener had (sk_clone_lock copies them). */
 static void case_opt_inherit(void)
 {
-	struct sockaddr_in la = laddr;
-	socklen_t al = sizeof(la), l;
-	struct pollfd pf = {.fd = -1, .events = POLLIN};
+	socklen_t l;
 	struct linger lg = {1, 7}, rd = {0, 0};
 	int ls, c = -1, s = -1, one = 1, tos = 0x10;
 
 	ls = socket(AF_INET, SOCK_STREAM, 0);
-	la.sin_port = 0;
 	setsockopt(ls, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(ls, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	setsockopt(ls, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
 	setsockopt(ls, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
-	if (bind(ls, (struct sockaddr *)&la, sizeof(la)) < 0 ||
-	    listen(ls, 4) < 0 ||
-	    getsockname(ls, (struct sockaddr *)&la, &al) < 0 ||
-	    (c = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
-	    connect(c, (struct sockaddr *)&la, sizeof(la)) < 0) {
-		say("listener: %s", tl_en(errno));
+	if (accepted_from(ls, &c, &s) < 0)
 		goto out;
-	}
-	pf.fd = ls;
-	if (poll(&pf, 1, 10000) != 1 || (s = accept(ls, NULL, NULL)) < 0) {
-		say("accept: %s", tl_en(errno));
-		goto out;
-	}
 	l = sizeof(rd);
 	getsockopt(s, SOL_SOCKET, SO_LINGER, &rd, &l);
 	say("accepted: TCP_NODELAY %d, SO_LINGER {%d, %d}, SO_OOBINLINE %d, "
