@@ -860,7 +860,9 @@ static void listen_adopt(void)
 	}
 	closedir(d);
 }
-SHIM_STARTUP(ADOPT, .start = listen_adopt);
+/* at load, not at init: it probes RDMA devices (libibverbs), and init
+ * may run inside a sanitizer's own start (startup.h, loaded) */
+SHIM_STARTUP(ADOPT, .loaded = listen_adopt);
 
 /* Give an accepted rsocket a kernel socket of the program's family. */
 static int adopt_accepted(struct shim_sock *ls, int lfd, int rs,

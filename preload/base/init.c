@@ -160,4 +160,7 @@ void shim_init_slow(void)
 __attribute__((constructor)) static void shim_constructor(void)
 {
 	shim_ensure_init();
+	for (int i = 0; i < SHIM_STARTUP_N; i++)
+		if (steps[i] && steps[i]->loaded)
+			steps[i]->loaded();
 }

@@ -40,6 +40,11 @@ struct shim_startup {
 	void (*prepare)(void); /* before fork, in the forking thread */
 	void (*parent)(void);  /* after fork, in the parent */
 	void (*child)(void);   /* after fork, in the child */
+	/* Once the shim's own constructor runs, after init: init may come
+	 * first, from inside another library's start (a sanitizer's start
+	 * calls sigaction, the shim's), where calling into libraries that
+	 * are still starting aborts; a step that does so runs here. */
+	void (*loaded)(void);
 };
 
 #define SHIM_STARTUP(name, ...)                                                \
