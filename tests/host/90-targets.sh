@@ -103,6 +103,8 @@ ok() {
 	local rc
 	rc=$(cat "$TMP/$1.rc" 2>/dev/null || echo none)
 	[ "$rc" = 0 ] || {
+		# a nested suite's failure first (its tail is the summary)
+		grep -A 15 '^FAIL' "$TMP/$1.log" | head -n 60 >&2
 		tail -n 30 "$TMP/$1.log" >&2
 		fail "$1: exit $rc from a clean copy (log $TMP/$1.log, kept: KEEP_TMP=1)"
 	}
