@@ -15,5 +15,10 @@ without_shim timeout 110 "$PROG" 127.0.0.1 >"$TMP/plain" 2>&1 || rc=$?
 rc=0
 with_shim timeout 110 "$PROG" 127.0.0.1 >"$TMP/shim" 2>&1 || rc=$?
 [ "$rc" = 0 ] || fail "with the shim: exit $rc: $(tail -n 5 "$TMP/shim")"
+# the listener close's time, a measurement on stderr (52-kexact's figure),
+# is not a result: 0 ms one run, 1 ms the next
+for f in plain shim; do
+	sed -i '/^lclose: .* of the listener took [0-9]* ms$/d' "$TMP/$f"
+done
 same "$TMP/plain" "$TMP/shim" "kexact transcript"
 result "$(grep -c ': ' "$TMP/shim") transcript lines identical with and without the shim"
